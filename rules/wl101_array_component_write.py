@@ -1,0 +1,196 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.cst_walk import walk
+from warp_lint.finding import Applicability
+from warp_lint.kernels import FunctionModel
+from warp_lint.rule import Example, Rule
+
+
+class ArrayComponentWrite(Rule):
+    """A component of an array element is assigned in place (`y[i].x = v`).
+
+    ## What it does
+    Flags assignments and augmented assignments to one component of an array element:
+    `y[i].x = v`, `y[i][0] = v`, `y[i][0, 1] = v`, `y[i].x += v`.
+
+    ## Why is this bad?
+    Before Warp 1.14 the adjoint of a component store into an array element was not generated:
+    the forward pass is right, and the gradient flowing back through `y` to `v` is silently zero
+    (measured on 1.4.2: the AD Jacobian is all zeros; correct from 1.14.0).
+
+    ## Fix safety
+    When every component of the element is assigned in consecutive statements, the fix replaces
+    them with one store of a constructed value of the array's dtype (`y[i] = wp.vec3(a, b, c)`),
+    read from the kernel's annotation. It is safe when the components are assigned in order (the
+    values are evaluated in the same order and none of them reads `y`), unsafe when they are not. No fix is offered for a partial update, since the only rewrite
+    (`v = y[i]; v.x = a; y[i] = v`) reads then writes `y`, which is WL102.
+
+    ## Warp versions
+    `<1.14`. Fixed in Warp 1.14.0; the rule is silent when the target Warp version is newer.
+
+    ## Confirmation
+    gradcheck: the kernel's autodiff gradient is compared with finite differences.
+    """
+
+    code = "WL101"
+    name = "array-component-write"
+    affected_versions = "<1.14"
+    runtime_strategy = ("gradcheck",)
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def scale(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                y[i] = wp.vec3(2.0 * x[i], x[i], 0.0)
+            """, target="<1.14"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def scale(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                y[i].x = 2.0 * x[i]
+            """, target=">=1.14"),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def scale(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                y[i].x = 2.0 * x[i]
+                y[i].y = x[i]
+                y[i].z = 0.0
+            """, fixed="""
+            import warp as wp
+
+            @wp.kernel
+            def scale(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                y[i] = wp.vec3(2.0 * x[i], x[i], 0.0)
+            """, target="<1.14"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def bump(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                y[i][1] += x[i]
+            """, target="<1.14"),
+        Example("""
+            from warp import array, kernel, mat22, tid
+
+            @kernel
+            def fill(x: array(dtype=float), m: array(dtype=mat22)):
+                i = tid()
+                m[i][0, 1] = x[i]
+            """, target="<1.14"),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        for function in context.kernels.functions:
+            if not function.differentiable:
+                continue
+            fixes = _whole_element_runs(context, function)
+            for access in function.accesses:
+                if access.component is None or access.via is not None or access.kind == "read":
+                    continue
+                param = function.arrays[access.array]
+                if param.type.dtype in context.kernels.structs:
+                    continue  # struct fields are not vector components
+                operator = access.operator or "="
+                context.report(
+                    self,
+                    access.statement,
+                    f"Component `{access.component}` of `{access.array}[{access.index}]` is written in place"
+                    f" (`{operator}`): its gradient is dropped; build the value in a local and store"
+                    f" `{access.array}[{access.index}]` once",
+                    fix=fixes.get(id(access.statement)),
+                    data=function.runtime_data(),
+                )
+
+
+def _whole_element_runs(context: FileContext, function: FunctionModel) -> dict[int, object]:
+    """Runs of consecutive statements that assign every component of one element, once each."""
+    fixes: dict[int, object] = {}
+    for block in walk(function.node.body):
+        if not isinstance(block, cst.IndentedBlock):
+            continue
+        run: list[tuple[cst.SimpleStatementLine, cst.Assign, str, str, str]] = []
+        for statement in list(block.body) + [None]:
+            store = _component_store(statement, function)
+            if store and run and store[2:4] == run[-1][2:4] and not _has_comments(statement):
+                run.append(store)
+                continue
+            _offer_fix(context, function, run, fixes)
+            run = [store] if store and not _has_comments(statement, first=True) else []
+    return fixes
+
+
+def _component_store(statement, function: FunctionModel):
+    if not isinstance(statement, cst.SimpleStatementLine) or len(statement.body) != 1:
+        return None
+    assign = statement.body[0]
+    if not isinstance(assign, cst.Assign) or len(assign.targets) != 1:
+        return None
+    target = assign.targets[0].target
+    if isinstance(target, cst.Attribute) and isinstance(target.value, cst.Subscript):
+        element, component = target.value, target.attr.value
+    elif isinstance(target, cst.Subscript) and isinstance(target.value, cst.Subscript) and len(target.slice) == 1:
+        element = target.value
+        index = target.slice[0].slice
+        if not (isinstance(index, cst.Index) and isinstance(index.value, cst.Integer)):
+            return None
+        component = index.value.value
+    else:
+        return None
+    if not isinstance(element.value, cst.Name) or element.value.value not in function.arrays:
+        return None
+    index_code = cst.Module(body=[]).code_for_node(element.slice[0]) if len(element.slice) == 1 else None
+    if index_code is None:
+        return None
+    return statement, assign, element.value.value, index_code, component
+
+
+def _has_comments(statement, first: bool = False) -> bool:
+    if not isinstance(statement, cst.SimpleStatementLine):
+        return False
+    if statement.trailing_whitespace.comment is not None:
+        return True
+    return not first and any(line.comment is not None for line in statement.leading_lines)
+
+
+def _offer_fix(context: FileContext, function: FunctionModel, run, fixes) -> None:
+    if len(run) < 2:
+        return
+    array, index = run[0][2], run[0][3]
+    param_type = function.arrays[array].type
+    composite = param_type.composite
+    if composite is None or param_type.dtype_code is None or len(run) != composite.length:
+        return
+    names = composite.attribute_names
+    keys = [component for *_, component in run]
+    order = list(names) if set(keys) == set(names) else [str(n) for n in range(composite.length)]
+    if sorted(keys) != sorted(order):
+        return
+    values = {component: assign.value for _, assign, _, _, component in run}
+    if any(isinstance(node, cst.Name) and node.value == array for value in values.values() for node in walk(value)):
+        return
+    arguments = ", ".join(context.code(values[key]) for key in order)
+    content = f"{array}[{index}] = {param_type.dtype_code}({arguments})"
+    first, last = run[0][1], run[-1][1]
+    # Reordering the component values changes their evaluation order: only unsafe then.
+    applicability = Applicability.SAFE if keys == order else Applicability.UNSAFE
+
+    def build(ctx: FileContext):
+        return ctx.replace_nodes(first, last, content, f"Store `{array}[{index}]` once", applicability)
+
+    for statement, *_ in run:
+        fixes[id(statement.body[0])] = build

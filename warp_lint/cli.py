@@ -1,0 +1,404 @@
+"""The command line: ``warp-lint check``, ``rule``, ``rules``, ``confirm``."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from warp_lint import __version__
+from warp_lint.config import Config, ConfigError, find_config, resolve_target
+from warp_lint.engine import FileResult, FileSettings, InternalError, lint_source
+from warp_lint.files import discover
+from warp_lint.fixer import ConcurrentModification, applicable, apply_fixes, write_atomically
+from warp_lint.output import RunReport, renderers
+from warp_lint.registry import all_rules, known_selector, select_rules
+from warp_lint.runner import lint_files
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+MAX_FIX_PASSES = 10
+
+DESCRIPTION = """\
+Find silent gradient hazards in NVIDIA Warp code before they run, and confirm them when they do.
+
+Static rules read @wp.kernel / @wp.func code and the host code that records launches on a
+wp.Tape. Any finding can be confirmed or cleared at run time with --confirm (needs
+warp-lint[runtime]: your own warp-lang and numpy).
+"""
+
+EPILOG = """\
+exit status: 0 no findings, 1 findings, 2 usage, configuration or internal error.
+
+examples:
+  warp-lint check src/                      lint a tree
+  warp-lint check --fix src/                apply safe fixes
+  warp-lint check --output-format json .    machine-readable findings
+  warp-lint check --confirm sim.py          confirm findings with a targeted gradcheck
+  warp-lint rule WL102                      explain a rule
+"""
+
+
+class UsageError(Exception):
+    pass
+
+
+def _codes(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="warp-lint", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"warp-lint {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    check = commands.add_parser(
+        "check", help="lint files and directories", description="Lint Python files for Warp gradient hazards.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    check.add_argument("paths", nargs="*", type=Path, help="files or directories (default: .)")
+    _add_lint_options(check)
+    check.add_argument("--confirm", action="store_true",
+                       help="confirm or clear each finding at run time (gradcheck / overwrite tracking)")
+
+    confirm = commands.add_parser(
+        "confirm", help="confirm the findings of a file (or one line) at run time",
+        description="Run the runtime checker on the findings of PATH, or only those on LINE.")
+    confirm.add_argument("target", help="PATH or PATH:LINE")
+    _add_lint_options(confirm)
+
+    rule = commands.add_parser("rule", help="print a rule's documentation")
+    rule.add_argument("code", help="a rule code, e.g. WL101, or --all")
+    rule.add_argument("--output-format", choices=["text", "json"], default="text")
+
+    rules = commands.add_parser("rules", help="list every rule")
+    rules.add_argument("--output-format", choices=["text", "json"], default="text")
+
+    server = commands.add_parser("server", help="run the language server over stdio (needs warp-lint[lsp])")
+    server.add_argument("--debounce", type=float, default=0.3, help="seconds to wait after a change (default 0.3)")
+    return parser
+
+
+def _add_lint_options(parser: argparse.ArgumentParser) -> None:
+    selection = parser.add_argument_group("rule selection")
+    selection.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable (ALL: every rule)")
+    selection.add_argument("--extend-select", type=_codes, default=[], help="codes to enable on top of --select")
+    selection.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
+    selection.add_argument("--target-warp-version", metavar="SPEC",
+                           help="Warp versions to check for, a PEP 440 specifier such as '>=1.10' (default: the"
+                                " project's warp-lang requirement, else the installed warp-lang, else all)")
+    files = parser.add_argument_group("file selection")
+    files.add_argument("--exclude", type=_codes, help="glob patterns to exclude (replaces the defaults)")
+    files.add_argument("--extend-exclude", type=_codes, default=[], help="glob patterns to exclude as well")
+    files.add_argument("--force-exclude", action="store_true",
+                       help="apply excludes to files named on the command line too (for pre-commit)")
+    files.add_argument("--config", type=Path, help="a pyproject.toml to use instead of discovering one")
+    output = parser.add_argument_group("output")
+    output.add_argument("--output-format", default=None,
+                        help="text, concise, json, github, sarif, gitlab, junit (default: text, or"
+                             " $WARP_LINT_OUTPUT_FORMAT)")
+    output.add_argument("--output-file", "-o", type=Path, help="write the report to a file")
+    output.add_argument("--statistics", action="store_true", help="count findings per rule")
+    output.add_argument("--exit-zero", action="store_true", help="exit 0 even when there are findings")
+    output.add_argument("--quiet", "-q", action="store_true", help="print findings only, no summary when clean")
+    output.add_argument("--color", choices=["auto", "always", "never"], default="auto",
+                        help="colour the text output (auto: only on a terminal, and never with NO_COLOR)")
+    output.add_argument("--report-unused-noqa", action="store_true", help="report '# noqa' that suppress nothing")
+    fixes = parser.add_argument_group("fixes")
+    fixes.add_argument("--fix", action="store_true", help="apply safe fixes, writing files atomically")
+    fixes.add_argument("--unsafe-fixes", action="store_true", help="also apply (or show) unsafe fixes")
+    fixes.add_argument("--diff", action="store_true", help="show the fixes as a diff and write nothing")
+    speed = parser.add_argument_group("speed")
+    speed.add_argument("--jobs", "-j", type=int, default=None, help="processes for large runs (default: cores)")
+    speed.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    runtime = parser.add_argument_group("runtime confirmation")
+    runtime.add_argument("--device", help="Warp device for confirmation (default: first CUDA device, else cpu)")
+    runtime.add_argument("--confirm-timeout", type=float, default=300.0,
+                         help="seconds allowed per module's confirmation (default 300)")
+
+
+@dataclasses.dataclass
+class Options:
+    arguments: argparse.Namespace
+    base_config: Config | None
+
+    def config_for(self, directory: Path) -> Config:
+        config = self.base_config or find_config(directory)
+        a = self.arguments
+        overrides = {}
+        if a.select is not None:
+            overrides["select"] = a.select
+        if a.extend_select:
+            overrides["extend_select"] = config.extend_select + a.extend_select
+        if a.ignore:
+            overrides["ignore"] = config.ignore + a.ignore
+        if a.exclude is not None:
+            overrides["exclude"] = a.exclude
+        if a.extend_exclude:
+            overrides["extend_exclude"] = config.extend_exclude + a.extend_exclude
+        if a.report_unused_noqa:
+            overrides["report_unused_noqa"] = True
+        return dataclasses.replace(config, **overrides) if overrides else config
+
+    def settings_for(self, path: Path) -> FileSettings:
+        directory = path.parent.resolve()
+        config = self.config_for(directory)
+        ignore = list(config.ignore)
+        if config.per_file_ignores:
+            import pathspec
+
+            try:
+                relative = path.resolve().relative_to(config.root.resolve()).as_posix()
+            except ValueError:
+                relative = path.as_posix()
+            for pattern, codes in config.per_file_ignores.items():
+                if pathspec.PathSpec.from_lines("gitwildmatch", [pattern]).match_file(relative):
+                    ignore.extend(codes)
+        rules = select_rules(config.select, ignore, config.extend_select)
+        target, _ = resolve_target(self.arguments.target_warp_version, config, directory)
+        return FileSettings(tuple(r.code for r in rules), target, config.report_unused_noqa)
+
+
+def _validate(arguments: argparse.Namespace) -> None:
+    for option in ("select", "extend_select", "ignore"):
+        for code in getattr(arguments, option) or []:
+            if not known_selector(code):
+                raise UsageError(f"--{option.replace('_', '-')}: unknown rule code '{code}'"
+                                 " (run 'warp-lint rules' for the list)")
+    if arguments.target_warp_version:
+        from warp_lint.versions import validate_specifier
+
+        error = validate_specifier(arguments.target_warp_version)
+        if error:
+            raise UsageError(f"--target-warp-version: {error}")
+    if arguments.jobs is not None and arguments.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+
+
+def _output_format(arguments: argparse.Namespace) -> str:
+    chosen = arguments.output_format or os.environ.get("WARP_LINT_OUTPUT_FORMAT") or "text"
+    if chosen not in renderers():
+        raise UsageError(f"unknown output format '{chosen}'; choose from {', '.join(renderers())}")
+    return chosen
+
+
+def _use_color(choice: str, stream) -> bool:
+    if choice == "always":
+        return True
+    if choice == "never" or os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    return hasattr(stream, "isatty") and stream.isatty()
+
+
+def _progress_printer():
+    """Progress on stderr when it is a terminal; nothing in CI or pipes."""
+    if not sys.stderr.isatty() or os.environ.get("CI"):
+        return None
+
+    def show(message: str) -> None:
+        sys.stderr.write("\r\x1b[2K" + message[: os.get_terminal_size(sys.stderr.fileno()).columns - 1])
+        sys.stderr.flush()
+
+    return show
+
+
+def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | None = None,
+             confirm: bool = False) -> int:
+    _validate(arguments)
+    output_format = _output_format(arguments)
+    base = None
+    if arguments.config:
+        from warp_lint.config import _load_toml, config_from_table
+
+        table = _load_toml(arguments.config).get("tool", {}).get("warp-lint", {})
+        base = config_from_table(table, arguments.config, arguments.config.resolve().parent)
+    options = Options(arguments, base)
+
+    errors: list[str] = []
+    files: list[Path] = []
+    for path, error in discover(paths, options.config_for, arguments.force_exclude):
+        if error:
+            errors.append(error)
+        else:
+            files.append(path)
+    cache = None
+    if not arguments.no_cache:
+        from warp_lint.cache import ResultsCache
+        from warp_lint.config import cache_directory
+
+        cache = ResultsCache(cache_directory(options.config_for(Path.cwd().resolve())))
+    results, internal_errors = lint_files(files, options.settings_for, jobs=arguments.jobs, cache=cache,
+                                          progress=_progress_printer())
+    for error in errors:
+        from warp_lint.engine import input_error
+
+        path, _, message = error.partition(": ")
+        results.append(FileResult(path, [input_error(path, "E902", message)]))
+
+    fixed = 0
+    diffs: list[str] = []
+    if arguments.fix or arguments.diff:
+        for index, result in enumerate(results):
+            if result.source is None or not applicable(result.findings, arguments.unsafe_fixes):
+                continue
+            new_result, count = _fix_file(result, options.settings_for(Path(result.path)), arguments.unsafe_fixes)
+            if not count:
+                continue
+            if arguments.diff:
+                diffs.append(_diff(result.source.text, new_result.source.text, result.path))
+                continue
+            try:
+                write_atomically(result.source, new_result.source.text)
+            except (ConcurrentModification, OSError) as error:
+                errors.append(str(error))
+                continue
+            fixed += count
+            results[index] = new_result
+
+    findings = sorted((f for r in results for f in r.findings), key=lambda f: f.sort_key())
+    if only_line is not None:
+        findings = [f for f in findings if f.start.line <= only_line <= f.end.line]
+    if confirm:
+        _confirm(findings, arguments)
+
+    if arguments.diff:
+        sys.stdout.write("".join(diffs))
+        if diffs:
+            sys.stderr.write(f"Would fix {len(diffs)} file{'s' if len(diffs) != 1 else ''}.\n")
+        for message in internal_errors:
+            sys.stderr.write(f"error: {message}\n")
+        return EXIT_ERROR if internal_errors else (EXIT_FINDINGS if diffs else EXIT_CLEAN)
+
+    stream = open(arguments.output_file, "w", encoding="utf-8") if arguments.output_file else sys.stdout
+    try:
+        report = RunReport(
+            findings=findings,
+            sources={r.path: r.source.text for r in results if r.findings and r.source is not None},
+            files_checked=len(files), fixed=fixed, fix_mode=arguments.fix, unsafe_fixes=arguments.unsafe_fixes,
+            color=_use_color(arguments.color, stream) and output_format in ("text", "concise"),
+            statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet,
+        )
+        renderers()[output_format](report, stream)
+    finally:
+        if stream is not sys.stdout:
+            stream.close()
+    for message in errors:
+        sys.stderr.write(f"warning: {message}\n")
+    for message in internal_errors:
+        sys.stderr.write(f"error: {message}\n")
+    if internal_errors:
+        return EXIT_ERROR
+    if findings and not arguments.exit_zero:
+        return EXIT_FINDINGS
+    return EXIT_CLEAN
+
+
+def _fix_file(result: FileResult, settings: FileSettings, unsafe: bool) -> tuple[FileResult, int]:
+    """Apply fixes until none is left (or MAX_FIX_PASSES); the result holds the fixed text."""
+    source = result.source
+    current = result
+    total = 0
+    for _ in range(MAX_FIX_PASSES):
+        chosen = applicable(current.findings, unsafe)
+        if not chosen:
+            break
+        text, count = apply_fixes(current.source.text, chosen, source.newline)
+        if not count or text == current.source.text:
+            break
+        total += count
+        fixed_source = dataclasses.replace(source, text=text)
+        current = lint_source(fixed_source, settings)
+        current.source = fixed_source
+    return current, total
+
+
+def _diff(before: str, after: str, path: str) -> str:
+    return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
+
+
+def _confirm(findings, arguments) -> None:
+    try:
+        from warp_lint.runtime import confirm_findings
+    except ImportError as error:
+        raise UsageError(f"--confirm needs the runtime checker's dependencies ({error.name} is missing):"
+                         " pip install 'warp-lint[runtime]'") from None
+    progress = _progress_printer()
+    confirm_findings([f for f in findings if f.data.get("strategy")], device=arguments.device,
+                     timeout=arguments.confirm_timeout, progress=progress)
+    if progress:
+        sys.stderr.write("\r\x1b[2K")
+
+
+def print_rule(code: str, output_format: str) -> int:
+    rules = all_rules()
+    chosen = list(rules.values()) if code == "--all" else [rules.get(code.upper())]
+    if chosen == [None]:
+        raise UsageError(f"unknown rule code '{code}' (run 'warp-lint rules' for the list)")
+    if output_format == "json":
+        import json
+
+        json.dump([_rule_json(rule) for rule in chosen], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write("\n\n".join(rule.docs() for rule in chosen))
+    return EXIT_CLEAN
+
+
+def _rule_json(rule) -> dict:
+    return {"code": rule.code, "name": rule.name, "summary": rule.summary(), "fixable": rule.fixable(),
+            "affected_warp_versions": rule.affected_versions or None, "runtime_strategy": list(rule.runtime_strategy),
+            "explanation": rule.docs()}
+
+
+def print_rules(output_format: str) -> int:
+    rules = all_rules()
+    if output_format == "json":
+        import json
+
+        json.dump([_rule_json(rule) for rule in rules.values()], sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return EXIT_CLEAN
+    for rule in rules.values():
+        flags = ("fix" if rule.fixable() else "   ") + " " + (rule.affected_versions or "all").ljust(8)
+        sys.stdout.write(f"{rule.code}  {rule.name:<32} {flags}  {rule.summary()}\n")
+    return EXIT_CLEAN
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    try:
+        if arguments.command == "check":
+            return run_lint(arguments, arguments.paths or [Path(".")], confirm=arguments.confirm)
+        if arguments.command == "confirm":
+            path, _, line = arguments.target.rpartition(":")
+            if not path or not line.isdigit():
+                path, line = arguments.target, ""
+            return run_lint(arguments, [Path(path)], int(line) if line else None, confirm=True)
+        if arguments.command == "rule":
+            return print_rule(arguments.code, arguments.output_format)
+        if arguments.command == "rules":
+            return print_rules(arguments.output_format)
+        if arguments.command == "server":
+            try:
+                from warp_lint.lsp import serve
+            except ImportError as error:
+                raise UsageError(f"the language server needs pygls ({error.name} is missing):"
+                                 " pip install 'warp-lint[lsp]'") from None
+            return serve(debounce=arguments.debounce)
+        parser.print_help()
+        return EXIT_ERROR
+    except (UsageError, ConfigError) as error:
+        sys.stderr.write(f"warp-lint: error: {error}\n")
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # `warp-lint check | head`: the reader left, which is not our error
+        sys.stdout = None
+        return EXIT_CLEAN

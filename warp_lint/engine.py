@@ -1,0 +1,151 @@
+"""Lint one file: read, triage, parse the regions once, run every selected rule, suppress."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import sys
+import traceback
+
+import libcst as cst
+
+from warp_lint import suppression
+from warp_lint.context import FileContext
+from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
+from warp_lint.registry import all_rules
+from warp_lint.source import SourceError, SourceFile, decode_source
+from warp_lint.triage import triage
+
+# Bigger files are reported, not linted: a generated 10 MB module holds no hand-written kernel,
+# and parsing it would stall an editor or a commit hook.
+MAX_FILE_BYTES = 8 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class FileSettings:
+    """Everything that decides one file's findings; picklable, and the cache key's basis."""
+
+    rule_codes: tuple[str, ...]
+    target_version: str
+    report_unused_noqa: bool = False
+    whole_file: bool = False  # analyse the whole file instead of the triaged regions (tests)
+
+
+@dataclasses.dataclass
+class FileResult:
+    path: str
+    findings: list[Finding]
+    source: SourceFile | None = None
+    internal_error: str | None = None
+
+
+class InternalError(Exception):
+    def __init__(self, path: str, detail: str):
+        super().__init__(f"internal error while linting {path}: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+def input_error(path: str, code: str, message: str, line: int = 1, column: int = 1) -> Finding:
+    from warp_lint.registry import EXTRA_CODES
+
+    position = Position(line, column)
+    return Finding(code=code, name=EXTRA_CODES[code], message=message, path=path, start=position, end=position)
+
+
+@functools.lru_cache(maxsize=32)
+def _triggers(rule_codes: tuple[str, ...]) -> frozenset[str]:
+    rules = all_rules()
+    return frozenset().union(*(rules[code].triggers for code in rule_codes if code in rules))
+
+
+def lint_bytes(path: str, raw: bytes, settings: FileSettings) -> FileResult:
+    """Lint one file's bytes. Never raises for bad input; raises InternalError for a bug of ours."""
+    if b"warp" not in raw:  # cheap before expensive: no Warp, nothing to find
+        return FileResult(path, [])
+    if len(raw) > MAX_FILE_BYTES:
+        return FileResult(path, [input_error(path, "E902", f"file is {len(raw) // 1024 // 1024} MB, larger than the"
+                                             f" {MAX_FILE_BYTES // 1024 // 1024} MB limit; not linted")])
+    try:
+        source = decode_source(path, raw)
+    except SourceError as error:
+        return FileResult(path, [input_error(path, error.code, str(error), error.line, error.column)])
+    return lint_source(source, settings)
+
+
+def lint_source(source: SourceFile, settings: FileSettings) -> FileResult:
+    path = source.path
+    try:
+        triaged = triage(source.text, _triggers(settings.rule_codes), settings.whole_file)
+    except SyntaxError as error:
+        return FileResult(path, [_syntax_error(path, error)], source)
+    except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, absurd nesting
+        return FileResult(path, [input_error(path, "E999", f"cannot parse: {error or type(error).__name__}")], source)
+    if triaged is None:
+        return FileResult(path, [], source)
+    try:
+        module = cst.parse_module(triaged.synthetic)
+    except cst.ParserSyntaxError as error:
+        return FileResult(path, [input_error(
+            path, "E999", f"LibCST cannot parse this file: {error.message} (Python itself can: the syntax may be"
+            " newer than the installed libcst supports; upgrade libcst)", error.raw_line, error.raw_column + 1)], source)
+    except RecursionError:
+        return FileResult(path, [input_error(path, "E999", "expression nested too deeply to analyse")], source)
+    try:
+        findings = _run_rules(source, triaged, module, settings)
+    except RecursionError:
+        return FileResult(path, [input_error(path, "E999", "expression nested too deeply to analyse")], source)
+    except Exception as error:  # a bug in warp-lint: name the file, keep the traceback
+        detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        raise InternalError(path, detail) from error
+    return FileResult(path, findings, source)
+
+
+def _syntax_error(path: str, error: SyntaxError) -> Finding:
+    line = error.lineno or 1
+    column = error.offset or 1
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    return input_error(path, "E999", f"SyntaxError: {error.msg} (parsed as Python {version})", line, column)
+
+
+def _run_rules(source: SourceFile, triaged, module: cst.Module, settings: FileSettings) -> list[Finding]:
+    context = FileContext(source, triaged, module, settings.target_version)
+    rules = all_rules()
+    for code in settings.rule_codes:
+        rules[code]().check(context)
+    if not context.reports and not settings.report_unused_noqa:
+        return []
+    findings = context.findings()
+    directives = suppression.parse_directives(source.text)
+    kept = []
+    for finding in findings:
+        if suppression.is_suppressed(directives, finding.start.line, finding.code):
+            continue
+        finding.noqa_row = finding.start.line
+        kept.append(finding)
+    if settings.report_unused_noqa:
+        kept.extend(_unused_noqa(source, directives, set(settings.rule_codes)))
+    kept.sort(key=Finding.sort_key)
+    return kept
+
+
+def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Finding]:
+    findings = []
+    for directive in directives.values():
+        codes = directive.codes
+        if codes is None:
+            unused = [] if directive.used else ["(all)"]
+        else:
+            # A code warp-lint does not know belongs to another linter sharing the comment.
+            unused = [c for c in codes if c not in directive.used and (c in selected or c.startswith("WL"))]
+        if not unused:
+            continue
+        start, end = Position(directive.line, directive.column), Position(directive.line, directive.end_column)
+        keep = [c for c in (codes or ()) if c not in unused]
+        replacement = f"# noqa: {', '.join(keep)}" if keep else ""
+        fix = Fix("Remove the unused suppression", (Edit(start, end, replacement),), Applicability.SAFE)
+        what = "`# noqa`" if codes is None else f"`# noqa` for {', '.join(unused)}"
+        findings.append(Finding(code="WL900", name="unused-noqa", message=f"Unused {what}: nothing is reported here",
+                                path=source.path, start=start, end=end, severity="warning", fix=fix,
+                                noqa_row=directive.line))
+    return findings

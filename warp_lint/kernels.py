@@ -1,0 +1,574 @@
+"""The kernel model: what each ``@wp.kernel`` / ``@wp.func`` reads, writes and loops over.
+
+Computed once per file and read by every kernel-side rule. Statements are scanned in the order the
+generated forward code evaluates them (right-hand side before the store, loop bodies in order), and
+every array access gets an increasing ``order``, so "written after it was read" is a comparison of
+two numbers. Calls into ``@wp.func`` helpers of the same file carry the helper's effects on its
+array parameters to the caller's arrays, transitively.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Iterable, Iterator
+
+import libcst as cst
+
+from warp_lint.cst_walk import walk
+from warp_lint.module_options import ModuleOptions
+from warp_lint.names import WarpNames, dotted_name
+from warp_lint.warp_types import INT_SCALARS, ParamType, code_of, parse_annotation
+
+FUNCTION_DECORATORS = {
+    "warp.kernel": "kernel",
+    "warp.func": "func",
+    "warp.func_grad": "func_grad",
+    "warp.func_replay": "func_replay",
+    "warp.func_native": "func_native",
+}
+STRUCT_DECORATORS = {"warp.struct"}
+
+ACCUMULATING_ATOMICS = {"warp.atomic_add", "warp.atomic_sub"}
+WRITING_CALLS = {"warp.atomic_min", "warp.atomic_max", "warp.atomic_exch", "warp.atomic_cas", "warp.atomic_and",
+                 "warp.atomic_or", "warp.atomic_xor", "warp.tile_store", "warp.tile_atomic_add"}
+NON_READING_CALLS = {"len", "warp.len", "warp.address", "warp.array"}
+ARRAY_METADATA = {"shape", "ndim", "size", "strides", "dtype", "ptr", "grad"}
+ACCUMULATING_OPERATORS = (cst.AddAssign, cst.SubtractAssign)
+
+
+@dataclasses.dataclass
+class Param:
+    name: str
+    type: ParamType
+    node: cst.Param
+
+
+@dataclasses.dataclass
+class ArrayAccess:
+    array: str
+    kind: str  # read | write | accumulate
+    node: cst.CSTNode  # what an editor underlines
+    statement: cst.CSTNode | None  # the small statement holding it
+    order: int
+    index: str = ""  # the index expression's code ("i", "i, j")
+    component: str | None = None  # "x" / "0" for a component store: y[i].x = ...
+    operator: str | None = None  # "*=" for augmented stores
+    via: str | None = None  # the @wp.func through which it happens
+
+
+@dataclasses.dataclass
+class LocalBinding:
+    """``v = <value>`` for a local name (whole-value assignment)."""
+
+    name: str
+    value: cst.BaseExpression | None
+    node: cst.CSTNode
+    order: int
+    operator: str | None = None  # for augmented assignment of the whole local
+    loops: tuple["Loop", ...] = ()
+
+
+@dataclasses.dataclass
+class ComponentWrite:
+    """``v[0] = ...`` / ``v.x = ...`` / ``m[0, 1] *= ...`` on a local value."""
+
+    name: str
+    component: str
+    value: cst.BaseExpression
+    node: cst.CSTNode
+    order: int
+    operator: str | None
+    is_field: bool  # ``b.pos = ...`` on a struct rather than a vector component
+    loops: tuple["Loop", ...] = ()
+
+
+@dataclasses.dataclass
+class Loop:
+    node: cst.For | cst.While
+    dynamic: bool
+    reason: str  # why it is dynamic, in words
+    affected_versions: str = ""  # "" always dynamic; "<1.17" for a `continue`
+    start_order: int = 0
+    end_order: int = 0
+    parent: Loop | None = None
+
+
+@dataclasses.dataclass
+class HelperCall:
+    helper: str
+    node: cst.Call
+    statement: cst.CSTNode | None
+    arguments: dict[str, str]  # helper parameter -> caller's array name
+    order: int
+
+
+@dataclasses.dataclass
+class FunctionModel:
+    name: str
+    kind: str  # kernel | func | func_grad | func_replay | func_native
+    node: cst.FunctionDef
+    decorator: cst.Decorator
+    options: dict[str, object]
+    params: list[Param]
+    differentiable: bool
+    top_level_index: int  # index of the enclosing top-level statement, for "set before" questions
+    accesses: list[ArrayAccess] = dataclasses.field(default_factory=list)
+    bindings: list[LocalBinding] = dataclasses.field(default_factory=list)
+    component_writes: list[ComponentWrite] = dataclasses.field(default_factory=list)
+    loops: list[Loop] = dataclasses.field(default_factory=list)
+    helper_calls: list[HelperCall] = dataclasses.field(default_factory=list)
+    tid_arity: int = 0
+
+    @property
+    def arrays(self) -> dict[str, Param]:
+        return {p.name: p for p in self.params if p.type.is_array}
+
+    @property
+    def local_names(self) -> set[str]:
+        return {p.name for p in self.params} | {b.name for b in self.bindings}
+
+    def reads(self, array: str) -> list[ArrayAccess]:
+        return [a for a in self.accesses if a.array == array and a.kind == "read"]
+
+    def effects(self) -> dict[str, set[str]]:
+        """Array parameter -> the kinds of access this function makes to it (through helpers too)."""
+        result: dict[str, set[str]] = {}
+        for access in self.accesses:
+            result.setdefault(access.array, set()).add(access.kind)
+        return result
+
+    def runtime_data(self) -> dict:
+        effects = self.effects()
+        return {
+            "kernel": self.name,
+            "function_kind": "kernel" if self.kind == "kernel" else "func",
+            "params": [{"name": p.name, "annotation": p.type.annotation} for p in self.params],
+            "reads": sorted(a for a, kinds in effects.items() if "read" in kinds),
+            "writes": sorted(a for a, kinds in effects.items() if kinds & {"write", "accumulate"}),
+            "index_params": sorted(self._index_params()),
+        }
+
+    def _index_params(self) -> set[str]:
+        scalars = {p.name for p in self.params if p.type.dtype in INT_SCALARS}
+        used = set()
+        for access in self.accesses:
+            used.update(name for name in scalars if name in access.index.replace(",", " ").split())
+        return used
+
+
+@dataclasses.dataclass
+class StructModel:
+    name: str
+    node: cst.ClassDef
+    fields: dict[str, ParamType]
+
+
+@dataclasses.dataclass
+class KernelIndex:
+    functions: list[FunctionModel]
+    structs: dict[str, StructModel]
+
+    def by_name(self, name: str) -> list[FunctionModel]:
+        return [f for f in self.functions if f.name == name]
+
+    def kernels(self) -> Iterator[FunctionModel]:
+        return (f for f in self.functions if f.kind == "kernel")
+
+
+def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions) -> KernelIndex:
+    structs: dict[str, StructModel] = {}
+    decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
+    for index, statement in enumerate(module.body):
+        for node in walk(statement):
+            if isinstance(node, cst.ClassDef) and any(
+                names.qualify(_decorator_target(d)) in STRUCT_DECORATORS for d in node.decorators
+            ):
+                structs[node.name.value] = StructModel(node.name.value, node, {})
+            elif isinstance(node, cst.FunctionDef):
+                for decorator in node.decorators:
+                    kind = FUNCTION_DECORATORS.get(names.qualify(_decorator_target(decorator)) or "")
+                    if kind:
+                        decorated.append((node, decorator, kind, index))
+                        break
+    struct_names = set(structs)
+    for struct in structs.values():
+        for statement in struct.node.body.body:
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    if isinstance(small, cst.AnnAssign) and isinstance(small.target, cst.Name):
+                        struct.fields[small.target.value] = parse_annotation(
+                            cst.Annotation(small.annotation.annotation), names, struct_names
+                        )
+    functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
+                 for node, decorator, kind, index in decorated]
+    helpers: dict[str, list[FunctionModel]] = {}
+    for function in functions:
+        if function.kind == "func":
+            helpers.setdefault(function.name, []).append(function)
+    for function in functions:
+        _BodyScanner(function, names, options, helpers, struct_names).scan()
+    _propagate_helper_effects(functions, helpers)
+    return KernelIndex(functions, structs)
+
+
+def _decorator_target(decorator: cst.Decorator) -> cst.BaseExpression:
+    expression = decorator.decorator
+    return expression.func if isinstance(expression, cst.Call) else expression
+
+
+def _literal(node: cst.BaseExpression) -> object:
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, cst.Integer):
+        return int(node.value)
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    return code_of(node)
+
+
+def _function_model(node, decorator, kind, index, names, options, structs) -> FunctionModel:
+    decorator_options: dict[str, object] = {}
+    if isinstance(decorator.decorator, cst.Call):
+        for argument in decorator.decorator.args:
+            if argument.keyword:
+                decorator_options[argument.keyword.value] = _literal(argument.value)
+    params = [Param(p.name.value, parse_annotation(p.annotation, names, structs), p) for p in node.params.params]
+    differentiable = decorator_options.get("enable_backward", True) is not False and options.value(
+        "enable_backward", index, True
+    ) is not False
+    return FunctionModel(node.name.value, kind, node, decorator, decorator_options, params, differentiable, index)
+
+
+class _BodyScanner:
+    """Walks one function body in forward evaluation order and fills its model."""
+
+    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs):
+        self.model = model
+        self.names = names
+        self.helpers = helpers
+        self.structs = structs
+        self.order = 0
+        self.loops: list[Loop] = []
+        self.arrays = model.arrays
+        self.views: dict[str, str] = {}  # local name -> the array it is a view of (row = a2d[i])
+        self.shadowed = {p.name for p in model.params}
+        self.options = options
+        self.statement_now: cst.CSTNode | None = None
+
+    # -- helpers --------------------------------------------------------------------------
+    def next_order(self) -> int:
+        self.order += 1
+        return self.order
+
+    def qualify(self, node) -> str | None:
+        return self.names.qualify(node, self.shadowed)
+
+    def array_of(self, node: cst.BaseExpression) -> str | None:
+        if isinstance(node, cst.Name):
+            if node.value in self.arrays:
+                return node.value
+            return self.views.get(node.value)
+        return None
+
+    def scan(self) -> None:
+        for statement in self.model.node.body.body:
+            self.statement(statement)
+
+    # -- statements -----------------------------------------------------------------------
+    def block(self, body: cst.BaseSuite) -> None:
+        if isinstance(body, cst.IndentedBlock):
+            for statement in body.body:
+                self.statement(statement)
+        else:  # SimpleStatementSuite: `if c: x = 1`
+            for small in body.body:
+                self.small(small)
+
+    def statement(self, statement: cst.CSTNode) -> None:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                self.small(small)
+        elif isinstance(statement, cst.If):
+            self.expression(statement.test)
+            self.block(statement.body)
+            if statement.orelse is not None:
+                if isinstance(statement.orelse, cst.If):
+                    self.statement(statement.orelse)
+                else:
+                    self.block(statement.orelse.body)
+        elif isinstance(statement, cst.For):
+            self.expression(statement.iter)
+            self.loop(statement)
+        elif isinstance(statement, cst.While):
+            self.expression(statement.test)
+            self.loop(statement)
+        elif isinstance(statement, (cst.With, cst.Try)):
+            self.block(statement.body)
+
+    def loop(self, node: cst.For | cst.While) -> None:
+        dynamic, reason, affected = self._loop_kind(node)
+        loop = Loop(node, dynamic, reason, affected, self.order + 1, parent=self.loops[-1] if self.loops else None)
+        self.model.loops.append(loop)
+        if isinstance(node, cst.For):
+            for target in walk(node.target):
+                if isinstance(target, cst.Name):
+                    self.shadowed.add(target.value)
+        self.loops.append(loop)
+        self.block(node.body)
+        self.loops.pop()
+        loop.end_order = self.order
+
+    def small(self, small: cst.BaseSmallStatement) -> None:
+        self.statement_now = small
+        if isinstance(small, cst.Assign):
+            self.expression(small.value)
+            if isinstance(small.value, cst.Call) and self.qualify(small.value.func) == "warp.tid":
+                target = small.targets[0].target
+                self.model.tid_arity = len(target.elements) if isinstance(target, cst.Tuple) else 1
+            for target in small.targets:
+                self.target(target.target, small.value, small, None)
+        elif isinstance(small, cst.AnnAssign):
+            if small.value is not None:
+                self.expression(small.value)
+                self.target(small.target, small.value, small, None)
+        elif isinstance(small, cst.AugAssign):
+            self.expression(small.value)
+            operator = code_of(small.operator).strip()
+            self.target(small.target, small.value, small, operator)
+        elif isinstance(small, (cst.Expr, cst.Return, cst.Assert)):
+            value = small.value if not isinstance(small, cst.Assert) else small.test
+            if value is not None:
+                self.expression(value)
+
+    def target(self, target, value, statement, operator: str | None) -> None:
+        if isinstance(target, (cst.Tuple, cst.List)):
+            for element in target.elements:
+                self.target(element.value, value, statement, operator)
+            return
+        if isinstance(target, cst.Name):
+            self.bind(target.value, value, statement, operator)
+            return
+        if isinstance(target, cst.Subscript):
+            array = self.array_of(target.value)
+            if array is not None:
+                self.array_store(array, target, value, statement, operator, component=None)
+                return
+            if isinstance(target.value, cst.Subscript) and self.array_of(target.value.value):
+                inner = target.value
+                array = self.array_of(inner.value)
+                if len(inner.slice) >= self.arrays.get(array, _ONE_DIM).type.ndim:
+                    self.array_store(array, inner, value, statement, operator, component=_index_code(target))
+                else:  # a[i][j] on a 2-d array: an element store written as two subscripts
+                    self.array_store(array, target, value, statement, operator, component=None)
+                return
+            if isinstance(target.value, cst.Name):
+                self.component_write(target.value.value, _index_code(target), value, statement, operator, False)
+                return
+        if isinstance(target, cst.Attribute):
+            base = target.value
+            if isinstance(base, cst.Subscript) and self.array_of(base.value):
+                self.array_store(self.array_of(base.value), base, value, statement, operator, target.attr.value)
+                return
+            if isinstance(base, cst.Name) and base.value not in self.arrays:
+                is_field = target.attr.value not in ("x", "y", "z", "w")
+                self.component_write(base.value, target.attr.value, value, statement, operator, is_field)
+                return
+        self.expression(target)
+
+    def array_store(self, array, subscript: cst.Subscript, value, statement, operator, component) -> None:
+        index = _index_code(subscript)
+        for element in subscript.slice:
+            self.expression(element.slice)
+        if operator in ("+=", "-="):
+            self.access(array, "accumulate", statement, statement, index, component, operator)
+            return
+        if operator:  # *=, /=, ...: a read-modify-write of the element
+            self.access(array, "read", subscript, statement, index, component, operator)
+        self.access(array, "write", statement, statement, index, component, operator)
+
+    def access(self, array, kind, node, statement, index="", component=None, operator=None, via=None) -> None:
+        self.model.accesses.append(
+            ArrayAccess(array, kind, node, statement, self.next_order(), index, component, operator, via)
+        )
+
+    def bind(self, name: str, value, statement, operator) -> None:
+        self.shadowed.add(name)
+        if operator is None and isinstance(value, cst.Subscript):
+            array = self.array_of(value.value)
+            if array is not None and len(value.slice) < self.arrays[array].type.ndim:
+                self.views[name] = array
+        self.model.bindings.append(LocalBinding(name, value, statement, self.next_order(), operator, tuple(self.loops)))
+
+    def component_write(self, name, component, value, statement, operator, is_field) -> None:
+        if name in self.views:  # row[j] = v where row = a2d[i]: a store into the array
+            self.access(self.views[name], "accumulate" if operator in ("+=", "-=") else "write", statement,
+                        statement, component, None, operator)
+            return
+        self.model.component_writes.append(
+            ComponentWrite(name, component, value, statement, self.next_order(), operator, is_field,
+                           tuple(self.loops))
+        )
+
+    # -- expressions ----------------------------------------------------------------------
+    def expression(self, node: cst.CSTNode | None) -> None:
+        if node is None:
+            return
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            if isinstance(current, cst.Subscript):
+                array = self.array_of(current.value)
+                if array is not None:
+                    self.access(array, "read", current, self.statement_now, _index_code(current))
+                    stack.extend(reversed([e.slice for e in current.slice]))
+                    continue
+            elif isinstance(current, cst.Attribute):
+                if self.array_of(current.value) and current.attr.value in ARRAY_METADATA:
+                    continue
+                stack.append(current.value)
+                continue
+            elif isinstance(current, cst.Call):
+                if self.call(current):
+                    continue
+            elif isinstance(current, (cst.Lambda, cst.BaseComp)):
+                continue
+            stack.extend(reversed(list(_expression_children(current))))
+
+    def call(self, call: cst.Call) -> bool:
+        """Record the call's effect on arrays; True when its arguments were handled here."""
+        callee = self.qualify(call.func)
+        arrays = [(i, a, self.array_of(a.value)) for i, a in enumerate(call.args)]
+        if not any(array for _, _, array in arrays):
+            return False
+        name = call.func.value if isinstance(call.func, cst.Name) else None
+        if name in self.helpers and name not in self.shadowed:
+            mapping = {}
+            helper_params = [p.name for p in self.helpers[name][0].params]
+            for position, argument, array in arrays:
+                if array is None:
+                    self.expression(argument.value)
+                    continue
+                parameter = argument.keyword.value if argument.keyword else (
+                    helper_params[position] if position < len(helper_params) else None)
+                if parameter:
+                    mapping[parameter] = array
+            self.model.helper_calls.append(HelperCall(name, call, self.statement_now, mapping, self.next_order()))
+            return True
+        for _, argument, array in arrays:
+            if array is None:
+                self.expression(argument.value)
+        first = arrays[0][2]
+        statement = self.statement_now
+        if callee in ACCUMULATING_ATOMICS and first:
+            self.access(first, "accumulate", call, statement, _call_index(call))
+        elif callee in WRITING_CALLS and first:
+            self.access(first, "write", call, statement, _call_index(call))
+        elif callee not in NON_READING_CALLS and not (isinstance(call.func, cst.Name) and call.func.value == "len"):
+            for _, _, array in arrays:
+                if array:
+                    self.access(array, "read", call, statement)
+        return True
+
+    # -- loops ----------------------------------------------------------------------------
+    def _loop_kind(self, node) -> tuple[bool, str, str]:
+        if isinstance(node, cst.While):
+            return True, "a `while` loop is always dynamic", ""
+        max_unroll = self.options.value("max_unroll", self.model.top_level_index, 16)
+        iterator = node.iter
+        if (
+            isinstance(iterator, cst.Call)
+            and isinstance(iterator.func, cst.Name)
+            and iterator.func.value == "range"
+            and "range" not in self.shadowed
+        ):
+            if any(isinstance(a.value, cst.Call) and self.qualify(a.value.func) == "warp.static" for a in iterator.args):
+                return self._loop_exits(node, False, "")
+            bounds = [self.options.constant(a.value) for a in iterator.args]
+            if any(b is None for b in bounds):
+                names = ", ".join(code_of(a.value) for a in iterator.args)
+                return True, f"its trip count `range({names})` is not a compile-time constant", ""
+            start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds + [1])[:3]
+            trips = len(range(start, stop, step or 1))
+            if isinstance(max_unroll, int) and trips > max_unroll:
+                return True, f"`range({trips})` exceeds the unroll limit max_unroll={max_unroll}", ""
+            return self._loop_exits(node, False, "")
+        return self._loop_exits(node, False, "")
+
+    def _loop_exits(self, node, dynamic, reason) -> tuple[bool, str, str]:
+        exits = {type(n) for n in _own_loop_statements(node.body)}
+        if cst.Break in exits:
+            return True, "its body has a `break`", ""
+        if cst.Continue in exits:
+            return True, "its body has a `continue` (unrolled from Warp 1.17)", "<1.17"
+        return dynamic, reason, ""
+
+
+_ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]
+
+
+def _index_code(subscript: cst.Subscript) -> str:
+    return ", ".join(code_of(element.slice) for element in subscript.slice)
+
+
+def _call_index(call: cst.Call) -> str:
+    return code_of(call.args[1].value) if len(call.args) > 1 else ""
+
+
+def _expression_children(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
+    from warp_lint.cst_walk import children
+
+    return children(node)
+
+
+def _own_loop_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Break/continue statements that belong to this loop, not to a nested one."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (cst.Break, cst.Continue)):
+            yield node
+        elif isinstance(node, (cst.For, cst.While)):
+            continue
+        else:
+            from warp_lint.cst_walk import children
+
+            stack.extend(children(node))
+
+
+def _propagate_helper_effects(functions: list[FunctionModel], helpers: dict[str, list[FunctionModel]]) -> None:
+    """Turn each helper call into accesses of the caller's arrays, following helpers transitively."""
+    resolved: dict[int, dict[str, set[str]]] = {}
+
+    def effects(function: FunctionModel, visiting: set[int]) -> dict[str, set[str]]:
+        key = id(function)
+        if key in resolved:
+            return resolved[key]
+        if key in visiting:
+            return {}
+        visiting.add(key)
+        result = {array: set(kinds) for array, kinds in function.effects().items()}
+        for call in function.helper_calls:
+            for parameter, kinds in _call_effects(call, visiting).items():
+                result.setdefault(parameter, set()).update(kinds)
+        visiting.discard(key)
+        resolved[key] = result
+        return result
+
+    def _call_effects(call: HelperCall, visiting) -> dict[str, set[str]]:
+        combined: dict[str, set[str]] = {}
+        for helper in helpers.get(call.helper, []):
+            for parameter, kinds in effects(helper, visiting).items():
+                if parameter in call.arguments:
+                    combined.setdefault(call.arguments[parameter], set()).update(kinds)
+        return combined
+
+    for function in functions:
+        for call in function.helper_calls:
+            for array, kinds in _call_effects(call, set()).items():
+                # Reads come before writes within one call: the helper itself owns an
+                # internal read-then-write, so both share the call's order here.
+                for kind in ("read", "accumulate", "write"):
+                    if kind in kinds:
+                        function.accesses.append(
+                            ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper)
+                        )
+        function.accesses.sort(key=lambda access: access.order)

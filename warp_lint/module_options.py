@@ -1,0 +1,98 @@
+"""Module-level Warp settings that change what a kernel means.
+
+``wp.config.max_unroll = 4``, ``wp.config.enable_vector_component_overwrites = True``,
+``wp.set_module_options({"enable_backward": False})`` and integer constants (``N = 4``,
+``N = wp.constant(4)``) are read from the top-level statements, in order; a setting applies to the
+kernels defined after it, as Warp reads it when it builds the module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+
+from warp_lint.names import WarpNames
+
+
+@dataclasses.dataclass
+class Setting:
+    key: str
+    value: object
+    index: int  # top-level statement index
+    node: cst.CSTNode
+    source: str  # "config" | "module_options"
+
+
+class ModuleOptions:
+    def __init__(self, settings: list[Setting], constants: dict[str, int]):
+        self.settings = settings
+        self.constants = constants
+
+    def value(self, key: str, before_index: int, default: object) -> object:
+        found = default
+        for setting in self.settings:
+            if setting.key == key and setting.index < before_index:
+                found = setting.value
+        return found
+
+    def setting(self, key: str, before_index: int) -> Setting | None:
+        found = None
+        for setting in self.settings:
+            if setting.key == key and setting.index < before_index:
+                found = setting
+        return found
+
+    def constant(self, node: cst.BaseExpression) -> int | None:
+        """The integer value of a compile-time constant expression, else None."""
+        if isinstance(node, cst.Integer):
+            return int(node.value, 0)
+        if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+            inner = self.constant(node.expression)
+            return -inner if inner is not None else None
+        if isinstance(node, cst.Name):
+            return self.constants.get(node.value)
+        return None
+
+
+def _literal(node: cst.BaseExpression) -> object:
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return node.value == "True"
+    if isinstance(node, cst.Integer):
+        return int(node.value, 0)
+    if isinstance(node, cst.SimpleString):
+        return node.evaluated_value
+    return None
+
+
+def build_module_options(module: cst.Module, names: WarpNames) -> ModuleOptions:
+    settings: list[Setting] = []
+    constants: dict[str, int] = {}
+    for index, statement in enumerate(module.body):
+        if not isinstance(statement, cst.SimpleStatementLine):
+            continue
+        for small in statement.body:
+            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+                target = small.targets[0].target
+                qualified = names.qualify(target)
+                if qualified and qualified.startswith("warp.config."):
+                    settings.append(Setting(qualified.rsplit(".", 1)[1], _literal(small.value), index, small, "config"))
+                elif isinstance(target, cst.Name):
+                    value = small.value
+                    if isinstance(value, cst.Call) and names.qualify(value.func) == "warp.constant" and value.args:
+                        value = value.args[0].value
+                    if isinstance(value, cst.Integer):
+                        constants[target.value] = int(value.value, 0)
+            elif (
+                isinstance(small, cst.Expr)
+                and isinstance(small.value, cst.Call)
+                and names.qualify(small.value.func) == "warp.set_module_options"
+                and small.value.args
+                and isinstance(small.value.args[0].value, cst.Dict)
+            ):
+                for element in small.value.args[0].value.elements:
+                    if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString):
+                        settings.append(
+                            Setting(element.key.evaluated_value, _literal(element.value), index, small, "module_options")
+                        )
+    return ModuleOptions(settings, constants)

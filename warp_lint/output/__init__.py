@@ -1,0 +1,46 @@
+"""Output formats. Every renderer reads the same ``RunReport``: no re-linting per format."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, TextIO
+
+from warp_lint.finding import Finding
+
+
+@dataclasses.dataclass
+class RunReport:
+    findings: list[Finding]  # sorted, suppressions applied
+    sources: dict[str, str]  # path -> text, for files with findings (source lines, carets)
+    files_checked: int = 0
+    fixed: int = 0
+    fix_mode: bool = False
+    unsafe_fixes: bool = False
+    color: bool = False
+    show_source: bool = True
+    statistics: bool = False
+    root: str = "."  # paths in SARIF/GitLab/GitHub are relative to this
+    quiet: bool = False
+
+    def source_line(self, path: str, line: int) -> str | None:
+        text = self.sources.get(path)
+        if text is None:
+            return None
+        lines = text.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+Renderer = Callable[[RunReport, TextIO], None]
+
+
+def renderers() -> dict[str, Renderer]:
+    from warp_lint.output import json_format, text
+
+    found: dict[str, Renderer] = {"text": text.render, "concise": text.render_concise, "json": json_format.render}
+    for name, module_name in (("github", "github"), ("sarif", "sarif"), ("gitlab", "gitlab"), ("junit", "junit")):
+        try:
+            module = __import__(f"warp_lint.output.{module_name}", fromlist=["render"])
+        except ImportError:
+            continue
+        found[name] = module.render
+    return found

@@ -1,0 +1,146 @@
+"""The child process of ``warp-lint check --confirm``: the only place the user's module is imported.
+
+Run as ``python -m warp_lint.runtime.child REQUEST.json RESULTS.jsonl``. One child handles the
+findings of one user file, so the user's module compiles once. Results go to RESULTS.jsonl, one
+JSON object per line, appended and flushed as they happen (never parsed from stdout, which the
+user's code may fill): ``{"event": "start", "id": ...}`` before a finding and
+``{"event": "result", "id": ..., "confirmation": {...}}`` after it. If the process dies in
+between, the parent knows which finding killed it and restarts a child for the rest.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+from warp_lint.runtime.verdicts import Reason
+
+_RUNS_PER_FILL = 3  # random draws a "cleared" verdict needs
+
+
+class ResultWriter:
+    """Appends one JSON line per event and flushes it at once: a crash loses nothing written."""
+
+    def __init__(self, path: str):
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def write(self, record: dict[str, Any]) -> None:
+        os.write(self._fd, (json.dumps(record, default=_json_default) + "\n").encode())
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if hasattr(value, "item"):
+        return value.item()
+    return repr(value)
+
+
+def _clean(value: Any) -> Any:
+    """Replace non-finite floats (not valid JSON) with their repr, recursively."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    return value
+
+
+def import_user_module(path: str, module_name: str) -> Any:
+    """Import a file by path under a unique module name (never ``__main__``: its guard stays off)."""
+    directory = os.path.dirname(os.path.abspath(path))
+    if directory not in sys.path:
+        sys.path.insert(0, directory)  # sibling imports work as when the user runs the file
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def warp_settings(wp: Any) -> dict[str, Any]:
+    """The configuration flags that change gradients or their diagnosis, as this process has them."""
+    config = wp.config
+    return {
+        "enable_vector_component_overwrites": getattr(config, "enable_vector_component_overwrites", None),
+        "verify_autograd_array_access": getattr(config, "verify_autograd_array_access", None),
+        "mode": getattr(config, "mode", None),
+    }
+
+
+def main(argv: list[str]) -> int:
+    request_path, results_path = argv[1], argv[2]
+    with open(request_path, encoding="utf-8") as handle:
+        request = json.load(handle)
+    results = ResultWriter(results_path)
+
+    import warp as wp
+
+    # Before wp.init(): warp-lint's own kernel cache, never the user's.
+    wp.config.kernel_cache_dir = request["cache_dir"]
+    wp.config.quiet = True
+    tracking = any("overwrite-tracking" in f["strategies"] for f in request["findings"])
+    if tracking and hasattr(wp.config, "verify_autograd_array_access"):
+        # Must be on before the module loads: switched on later, Warp emits nothing.
+        wp.config.verify_autograd_array_access = True
+
+    from warp_lint.runtime.tracking import MessageCapture
+
+    capture = MessageCapture()
+    capture.install()
+    wp.init()
+
+    started = time.perf_counter()
+    try:
+        module = import_user_module(request["path"], request["module_name"])
+    except BaseException as error:  # noqa: BLE001 - SystemExit and anything else the user's code raises
+        results.write({"event": "import-failed", "detail": _describe_exception(error)})
+        return 0
+    import_seconds = time.perf_counter() - started
+
+    device = request.get("device") or ("cuda:0" if wp.get_cuda_device_count() > 0 else "cpu")
+    results.write({"event": "imported", "seconds": import_seconds, "device": device})
+
+    from warp_lint.runtime.experiments import FileSession
+
+    session = FileSession(module, request, device=device, capture=capture, tracking=tracking)
+    for finding in request["findings"]:
+        results.write({"event": "start", "id": finding["id"]})
+        try:
+            confirmation = session.confirm(finding)
+        except BaseException as error:  # noqa: BLE001 - a verdict, never a dead child, for Python errors
+            confirmation = {
+                "status": "inconclusive",
+                "reason": Reason.CRASH,
+                "detail": f"the experiment raised {_describe_exception(error)}",
+                "evidence": {"traceback": traceback.format_exc(limit=8)[-4000:]},
+            }
+        confirmation.setdefault("warp_version", wp.__version__)
+        confirmation.setdefault("device", device)
+        confirmation["config"] = warp_settings(wp) | confirmation.get("config", {})
+        results.write({"event": "result", "id": finding["id"], "confirmation": _clean(confirmation)})
+    return 0
+
+
+def _describe_exception(error: BaseException) -> str:
+    if isinstance(error, SystemExit):
+        return f"SystemExit({error.code!r}) (the module calls sys.exit at import)"
+    return f"{type(error).__name__}: {error}"[:2000]
+
+
+if __name__ == "__main__":
+    code = main(sys.argv)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # os._exit: user code may have left non-daemon threads or atexit hooks that would hang or
+    # print after the results are complete.
+    os._exit(code)

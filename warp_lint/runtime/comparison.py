@@ -1,0 +1,492 @@
+"""AD against finite differences for one kernel launch: the one place where a gradient is judged.
+
+Both faces of the runtime checker use this module: the public :func:`warp_lint.gradcheck` and the
+child process of ``warp-lint check --confirm``. It imports ``warp``, so only child-side code and
+the public ``gradcheck`` (imported lazily) may import it.
+
+Why not ``warp.autograd.gradcheck`` / ``jacobian`` / ``gradcheck_tape``: measured on 1.19 they
+report success having checked nothing when outputs precede inputs in the signature, for indexed
+arrays and for struct fields; they cannot express an in-place kernel (an array both read and
+written); they zero the caller's ``.grad`` buffers; and they always build full Jacobians, whose
+cost grows with the array sizes. Here every launch works on private clones of the arrays, every
+array is restored from a snapshot before every evaluation (so in-place kernels are measured from
+the same starting values), a randomized directional test ``u^T J v`` costs a constant number of
+launches whatever the size, and the full Jacobian is added only when it is small.
+
+What "AD" means here is what a user gets: record the launch on a ``wp.Tape``, seed the output's
+``.grad``, call ``tape.backward``, read the input's ``.grad``. For an in-place array ``a`` the
+output is ``a`` after the launch and the input is ``a`` before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import warp as wp
+
+CRITERION = "|AD - FD| <= atol + rtol * |FD|"
+
+# Full Jacobians are computed when both arrays of a pair hold at most this many scalars: the cost
+# is one backward per output scalar and four launches per input scalar.
+FULL_JACOBIAN_LIMIT = 256
+
+
+@dataclasses.dataclass(frozen=True)
+class Tolerances:
+    """Finite-difference step and acceptance thresholds for one floating-point precision.
+
+    The step is relative: an element ``x`` is moved by ``eps * max(1, |x|)``.
+    """
+
+    eps: float
+    atol: float
+    rtol: float
+
+
+# Defaults chosen by measurement (benchmarks/bench_confirm.py --tolerances reproduces the table;
+# CPU, warp-lang 1.19.0, inputs uniform in [0.5, 1.5], 3 random draws each, full Jacobians).
+# Worst relative error |AD - FD| / max(|FD|, 1e-6) over every checked entry:
+#
+#   kernel (float32)                        | correct version | hazardous version
+#   y = x*x                                 | 1.9e-06         |   -
+#   a[i] = a[i]*a[i]  /  b[i] = a[i]*a[i]   | 1.2e-06         | 1.0  (AD 2a' instead of 2a)
+#   a[i] = a[i]*x[i]                        | 1.2e-06         | 0.41
+#   v = vel[i]; v.y = 0 (vec3)              | 0 (exact)       | AD 1, FD 0 (abs error 1.0)
+#   v[0]=2x; v[0]=v[0]*x                    | 1.1e-06         | 0.5
+#   s = s*x[j] + x[j] (dynamic loop, n=4)   | 3.3e-05         | 1.0
+#   sin/exp/sqrt chain                      | 6.4e-05         |   -
+#
+# Correct kernels stay below 1e-4 with eps=1e-3 and wrong ones are above 0.2, so float32 uses
+# rtol=1e-2 (two orders of magnitude of room on both sides) and atol=1e-3 for entries whose FD is
+# near zero. float64 uses a far smaller step (correct kernels measure ~1e-9 relative).
+DEFAULT_TOLERANCES: dict[str, Tolerances] = {
+    "float16": Tolerances(eps=1e-2, atol=1e-1, rtol=1e-1),
+    "float32": Tolerances(eps=1e-3, atol=1e-3, rtol=1e-2),
+    "float64": Tolerances(eps=1e-6, atol=1e-6, rtol=1e-5),
+}
+
+_FLOAT_SCALARS = {wp.float16: "float16", wp.float32: "float32", wp.float64: "float64"}
+
+
+def scalar_type_of(dtype: Any) -> Any:
+    """The scalar type of a Warp dtype: ``wp.vec3`` -> ``wp.float32``; scalars map to themselves."""
+    return getattr(dtype, "_wp_scalar_type_", dtype)
+
+
+def float_precision(dtype: Any) -> str | None:
+    """``"float32"`` etc. for a floating-point Warp dtype (scalar, vector, matrix, ...), else None."""
+    return _FLOAT_SCALARS.get(scalar_type_of(dtype))
+
+
+@dataclasses.dataclass
+class ArraySlot:
+    """One array argument of the launch under test, on a private clone of the caller's array."""
+
+    name: str
+    position: int
+    array: Any  # wp.array
+    snapshot: np.ndarray  # values before the launch, restored before every evaluation
+    precision: str | None  # float precision name, None for integer arrays
+
+    @property
+    def size(self) -> int:
+        return int(self.snapshot.size)
+
+    def describe_element(self, flat_index: int) -> str:
+        """``x[2, 1]``: the array index followed by the component index inside vectors/matrices."""
+        index = np.unravel_index(int(flat_index), self.snapshot.shape)
+        return f"{self.name}[{', '.join(str(int(k)) for k in index)}]"
+
+
+class LaunchUnderTest:
+    """A kernel launch whose outputs can be evaluated at perturbed inputs and differentiated.
+
+    ``args`` are the launch arguments in kernel order. Arrays are cloned (the caller's arrays and
+    their ``.grad`` buffers are never touched); float arrays get a ``.grad`` buffer.
+    """
+
+    def __init__(self, kernel: Any, dim: Any, args: Sequence[Any], device: Any = None):
+        self.kernel = kernel
+        self.dim = dim
+        self.device = device
+        names = [arg.label for arg in kernel.adj.args]
+        if len(names) != len(args):
+            raise ValueError(f"kernel {kernel.key} takes {len(names)} arguments, {len(args)} were given")
+        self.args: list[Any] = []
+        self.slots: dict[str, ArraySlot] = {}
+        for position, (name, value) in enumerate(zip(names, args)):
+            if isinstance(value, wp.array):
+                precision = float_precision(value.dtype)
+                clone = wp.clone(value, device=device, requires_grad=precision is not None)
+                snapshot = clone.numpy().copy()  # numpy() is a view on CPU: copy it
+                self.slots[name] = ArraySlot(name, position, clone, snapshot, precision)
+                self.args.append(clone)
+            else:
+                self.args.append(value)
+
+    def restore(self, overrides: dict[str, np.ndarray] | None = None) -> None:
+        """Put every array back to its snapshot, then apply ``overrides`` (flat float64 values)."""
+        for slot in self.slots.values():
+            values = slot.snapshot
+            if overrides and slot.name in overrides:
+                values = overrides[slot.name].reshape(slot.snapshot.shape).astype(slot.snapshot.dtype)
+            slot.array.assign(values)
+            if slot.array.grad is not None:
+                slot.array.grad.zero_()
+
+    def _launch(self) -> None:
+        wp.launch(self.kernel, dim=self.dim, inputs=self.args, device=self.device)
+
+    def forward(self, overrides: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Every array's values after one launch, flattened to float64."""
+        self.restore(overrides)
+        self._launch()
+        wp.synchronize_device(self.device)
+        return {name: slot.array.numpy().astype(np.float64).ravel() for name, slot in self.slots.items()}
+
+    def backward(self, seeds: dict[str, np.ndarray], input_names: Sequence[str]) -> dict[str, np.ndarray]:
+        """``.grad`` of each input after ``tape.backward`` with the given output seeds."""
+        self.restore()
+        tape = wp.Tape()
+        with tape:
+            self._launch()
+        grads = {}
+        for name, seed in seeds.items():
+            slot = self.slots[name]
+            grads[slot.array] = wp.array(
+                seed.reshape(slot.snapshot.shape).astype(slot.snapshot.dtype),
+                dtype=slot.array.dtype,
+                shape=slot.array.shape,
+                device=slot.array.device,
+            )
+        tape.backward(grads=grads)
+        wp.synchronize_device(self.device)
+        result = {name: self.slots[name].array.grad.numpy().astype(np.float64).ravel().copy() for name in input_names}
+        tape.reset()
+        return result
+
+    def changed_arrays(self) -> list[str]:
+        """Names of arrays whose values differ after one launch: the arrays the kernel writes."""
+        after = self.forward()
+        return [
+            name
+            for name, slot in self.slots.items()
+            if not np.array_equal(after[name], slot.snapshot.astype(np.float64).ravel(), equal_nan=True)
+        ]
+
+
+@dataclasses.dataclass
+class PairResult:
+    """The verdict for one (input, output) pair, with the numbers that decided it."""
+
+    input: str
+    output: str
+    status: str  # pass | fail | fd-not-converged | non-finite
+    criterion: str  # the check that decided, and how it failed
+    max_abs_error: float
+    max_rel_error: float
+    where: str | None  # "output[k] / input[j]" of the worst entry
+    ad_at_worst: float
+    fd_at_worst: float
+    directional: dict[str, float]
+    ad_identically_zero: bool
+    fd_identically_zero: bool
+    jacobian_checked: bool
+    entries_failed: int = 0
+    entries_checked: int = 0
+    nondeterminism: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.status == "pass"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _finite_or_none(value: float) -> float | str:
+    return value if math.isfinite(value) else repr(value)
+
+
+@dataclasses.dataclass
+class GradcheckResult:
+    """Every (input, output) pair of one launch compared; ``passed`` when all pairs pass."""
+
+    pairs: list[PairResult]
+    tolerances: Tolerances
+    precision: str
+    fast_mode: bool
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return all(pair.passed for pair in self.pairs)
+
+    def __bool__(self) -> bool:
+        return self.passed
+
+    def table(self) -> str:
+        tol = self.tolerances
+        lines = [
+            f"criterion: {CRITERION}  (atol={tol.atol:g}, rtol={tol.rtol:g}, eps={tol.eps:g}, {self.precision}"
+            + (", fast_mode: directional test only" if self.fast_mode else "")
+            + ")",
+            f"{'input':<12} {'output':<12} {'status':<17} {'max|AD-FD|':>11} {'max rel':>9} "
+            f"{'AD':>11} {'FD':>11}  where",
+        ]
+        for pair in self.pairs:
+            lines.append(
+                f"{pair.input:<12} {pair.output:<12} {pair.status:<17} {pair.max_abs_error:>11.3g} "
+                f"{pair.max_rel_error:>9.3g} {pair.ad_at_worst:>11.4g} {pair.fd_at_worst:>11.4g}  {pair.where or '-'}"
+            )
+            if pair.status != "pass":
+                lines.append(f"    {pair.criterion}")
+        lines.extend(f"note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "criterion": CRITERION,
+            "precision": self.precision,
+            "tolerances": dataclasses.asdict(self.tolerances),
+            "fast_mode": self.fast_mode,
+            "pairs": [pair.to_dict() for pair in self.pairs],
+            "notes": list(self.notes),
+        }
+
+
+def precision_of(launch: LaunchUnderTest, names: Sequence[str]) -> str:
+    """The precision a check runs at: float64 only when every array involved is float64."""
+    precisions = {launch.slots[name].precision for name in names}
+    if precisions == {"float64"}:
+        return "float64"
+    return "float16" if "float16" in precisions else "float32"
+
+
+def _bound(fd: np.ndarray | float, tol: Tolerances) -> np.ndarray | float:
+    return tol.atol + tol.rtol * np.abs(fd)
+
+
+def _step_sizes(values: np.ndarray, eps: float) -> np.ndarray:
+    return eps * np.maximum(1.0, np.abs(values))
+
+
+def compare_launch(
+    launch: LaunchUnderTest,
+    input_names: Sequence[str],
+    output_names: Sequence[str],
+    *,
+    tolerances: Tolerances,
+    rng: np.random.Generator,
+    fast_mode: bool = False,
+    nondet_tol: float | None = 0.0,
+    full_jacobian_limit: int = FULL_JACOBIAN_LIMIT,
+) -> GradcheckResult:
+    """Compare AD with central finite differences for every (input, output) pair of a launch.
+
+    The directional test draws unit vectors ``u`` (output) and ``v`` (input) and compares
+    ``u . (vJp(u)) . v`` from one backward per output with ``u . (f(x+tv) - f(x-tv)) / 2t`` from two
+    launches per input: a constant number of launches whatever the array sizes. The relative
+    error reported is ``|AD - FD| / max(|FD|, atol)``. ``nondet_tol`` runs every backward twice
+    and fails a pair whose two results differ by more (None skips the second run). Unless
+    ``fast_mode``, pairs whose arrays are small also get the full Jacobian compared entry by
+    entry. Finite differences are taken at two step sizes; an entry only counts as a
+    disagreement when FD agrees with itself across the steps (it has converged) and AD is outside
+    the tolerance of both.
+    """
+    slots = launch.slots
+    precision = precision_of(launch, [*input_names, *output_names])
+    notes: list[str] = []
+
+    base = launch.forward()
+    base_inputs = {name: slots[name].snapshot.astype(np.float64).ravel() for name in input_names}
+    nonfinite_base = [name for name in output_names if not np.all(np.isfinite(base[name]))]
+    if nonfinite_base:
+        notes.append(f"outputs not finite at the starting point: {', '.join(nonfinite_base)}")
+
+    # Random unit directions, one per array.
+    def unit(n: int) -> np.ndarray:
+        vector = rng.standard_normal(n)
+        return vector / max(np.linalg.norm(vector), 1e-30)
+
+    out_dirs = {name: unit(slots[name].size) for name in output_names}
+    in_dirs = {name: unit(slots[name].size) for name in input_names}
+
+    # AD directional: one backward per output, seeded with u (other outputs seeded with zero).
+    ad_vjp: dict[str, dict[str, np.ndarray]] = {}
+    nondeterminism: dict[str, float] = {}
+    for out in output_names:
+        seeds = {o: (out_dirs[o] if o == out else np.zeros(slots[o].size)) for o in output_names}
+        ad_vjp[out] = launch.backward(seeds, input_names)
+        if nondet_tol is not None:
+            again = launch.backward(seeds, input_names)
+            nondeterminism[out] = max(
+                (float(np.max(np.abs(again[i] - ad_vjp[out][i]), initial=0.0)) for i in input_names), default=0.0
+            )
+
+    # FD directional: two launches per input per step size.
+    fd_dir: dict[str, dict[str, tuple[float, float]]] = {}
+    for inp in input_names:
+        x = base_inputs[inp]
+        t = tolerances.eps * max(1.0, float(np.max(np.abs(x), initial=0.0)))
+        estimates = []
+        for step in (t, t / 2):
+            plus = launch.forward({inp: x + step * in_dirs[inp]})
+            minus = launch.forward({inp: x - step * in_dirs[inp]})
+            estimates.append({out: float(out_dirs[out] @ (plus[out] - minus[out])) / (2 * step) for out in output_names})
+        fd_dir[inp] = {out: (estimates[0][out], estimates[1][out]) for out in output_names}
+
+    pairs: list[PairResult] = []
+    for inp in input_names:
+        for out in output_names:
+            ad_d = float(ad_vjp[out][inp] @ in_dirs[inp])
+            fd_d, fd_d_half = fd_dir[inp][out]
+            directional = {"ad": _finite_or_none(ad_d), "fd": _finite_or_none(fd_d), "fd_half_step": _finite_or_none(fd_d_half)}
+            small = slots[inp].size <= full_jacobian_limit and slots[out].size <= full_jacobian_limit
+            if not fast_mode and small:
+                pair = _compare_full_jacobian(launch, inp, out, base_inputs[inp], tolerances, directional)
+            else:
+                pair = _judge_directional(inp, out, ad_d, fd_d, fd_d_half, tolerances, directional)
+                pair.ad_identically_zero = bool(np.all(ad_vjp[out][inp] == 0.0))
+            if out in nondeterminism:
+                pair.nondeterminism = nondeterminism[out]
+                if nondet_tol is not None and nondeterminism[out] > nondet_tol and pair.status == "pass":
+                    pair.status = "fail"
+                    pair.criterion = (
+                        f"nondeterministic backward: two identical backward passes differ by "
+                        f"{nondeterminism[out]:.3g} > nondet_tol={nondet_tol:g}"
+                    )
+            pairs.append(pair)
+    return GradcheckResult(pairs=pairs, tolerances=tolerances, precision=precision, fast_mode=fast_mode, notes=notes)
+
+
+def _judge_directional(
+    inp: str, out: str, ad: float, fd: float, fd_half: float, tol: Tolerances, directional: dict[str, Any]
+) -> PairResult:
+    error = abs(ad - fd)
+    rel = error / max(abs(fd), tol.atol)
+    fd_converged = abs(fd - fd_half) <= _bound(fd, tol)
+    status, criterion = "pass", f"directional u^T J v: {CRITERION}"
+    if not (math.isfinite(fd) and math.isfinite(fd_half)):
+        status, criterion = "non-finite", "finite differences are not finite"
+    elif not math.isfinite(ad):
+        status, criterion = "fail", f"AD directional derivative is {ad!r} while FD is {fd:.6g}"
+    elif error > _bound(fd, tol):
+        if fd_converged and abs(ad - fd_half) > _bound(fd_half, tol):
+            status = "fail"
+            criterion = (
+                f"directional u^T J v: {CRITERION} fails: |{ad:.6g} - {fd:.6g}| = {error:.3g} > "
+                f"{_bound(fd, tol):.3g}"
+            )
+        else:
+            status = "fd-not-converged"
+            criterion = f"directional FD changes with the step ({fd:.6g} vs {fd_half:.6g} at half step)"
+    return PairResult(
+        input=inp,
+        output=out,
+        status=status,
+        criterion=criterion,
+        max_abs_error=error if math.isfinite(error) else float("inf"),
+        max_rel_error=rel if math.isfinite(rel) else float("inf"),
+        where="u^T J v (random unit directions)",
+        ad_at_worst=ad,
+        fd_at_worst=fd,
+        directional=directional,
+        ad_identically_zero=ad == 0.0,
+        fd_identically_zero=fd == 0.0,
+        jacobian_checked=False,
+        entries_failed=int(status == "fail"),
+        entries_checked=1,
+    )
+
+
+def _compare_full_jacobian(
+    launch: LaunchUnderTest, inp: str, out: str, x: np.ndarray, tol: Tolerances, directional: dict[str, Any]
+) -> PairResult:
+    slots = launch.slots
+    n_in, n_out = slots[inp].size, slots[out].size
+
+    # AD: row k of the Jacobian from a one-hot seed on output element k.
+    ad = np.zeros((n_out, n_in))
+    for k in range(n_out):
+        seed = np.zeros(n_out)
+        seed[k] = 1.0
+        ad[k] = launch.backward({out: seed}, [inp])[inp]
+
+    # FD: column j from central differences at two step sizes.
+    steps = _step_sizes(x, tol.eps)
+    fd = np.zeros((n_out, n_in))
+    fd_half = np.zeros((n_out, n_in))
+    for j in range(n_in):
+        for target, h in ((fd, steps[j]), (fd_half, steps[j] / 2)):
+            plus, minus = x.copy(), x.copy()
+            plus[j] += h
+            minus[j] -= h
+            target[:, j] = (launch.forward({inp: plus})[out] - launch.forward({inp: minus})[out]) / (2 * h)
+
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(ad - fd)
+        bound = _bound(fd, tol)
+        outside = ~(error <= bound)  # NaN counts as outside
+        converged = np.abs(fd - fd_half) <= bound
+        outside_half = ~(np.abs(ad - fd_half) <= _bound(fd_half, tol))
+        decisive = outside & converged & outside_half & np.isfinite(fd)
+        rel = error / np.maximum(np.abs(fd), tol.atol)
+
+    fd_finite = bool(np.all(np.isfinite(fd)) and np.all(np.isfinite(fd_half)))
+    ad_nonfinite = ~np.isfinite(ad) & np.isfinite(fd)
+    if np.any(ad_nonfinite):
+        worst = np.unravel_index(int(np.argmax(ad_nonfinite)), ad.shape)
+    elif np.any(decisive):
+        worst = np.unravel_index(int(np.nanargmax(np.where(decisive, error, -1.0))), ad.shape)
+    else:
+        worst = np.unravel_index(int(np.nanargmax(np.where(np.isfinite(error), error, -1.0))), ad.shape)
+
+    status, criterion = "pass", f"full Jacobian: {CRITERION}"
+    entries_failed = int(np.count_nonzero(decisive | ad_nonfinite))
+    if np.any(ad_nonfinite):
+        status = "fail"
+        criterion = f"AD is not finite at {int(np.count_nonzero(ad_nonfinite))} entries where FD is finite"
+    elif np.any(decisive):
+        status = "fail"
+        criterion = (
+            f"full Jacobian: {CRITERION} fails at {entries_failed} of {ad.size} entries "
+            f"(FD converged there: same result at half the step)"
+        )
+    elif not fd_finite:
+        status, criterion = "non-finite", "finite differences are not finite"
+    elif np.any(outside):
+        status = "fd-not-converged"
+        criterion = (
+            f"{int(np.count_nonzero(outside))} entries disagree but FD changes with the step there "
+            f"(non-smooth or badly scaled function): undecided"
+        )
+
+    max_abs = float(np.nanmax(np.where(np.isfinite(error), error, np.nan), initial=0.0)) if error.size else 0.0
+    finite_rel = rel[np.isfinite(rel)]
+    ad_zero = bool(np.all(ad == 0.0))
+    fd_zero = bool(np.all(np.abs(fd) <= tol.atol))
+    if status == "fail" and ad_zero and not fd_zero:
+        criterion += "; AD is identically zero while FD is not (the gradient is dropped)"
+    return PairResult(
+        input=inp,
+        output=out,
+        status=status,
+        criterion=criterion,
+        max_abs_error=max_abs,
+        max_rel_error=float(finite_rel.max()) if finite_rel.size else 0.0,
+        where=f"d {slots[out].describe_element(worst[0])} / d {slots[inp].describe_element(worst[1])}",
+        ad_at_worst=float(ad[worst]),
+        fd_at_worst=float(fd[worst]),
+        directional=directional,
+        ad_identically_zero=ad_zero,
+        fd_identically_zero=fd_zero,
+        jacobian_checked=True,
+        entries_failed=entries_failed,
+        entries_checked=int(ad.size),
+    )

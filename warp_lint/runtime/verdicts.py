@@ -1,0 +1,40 @@
+"""Verdict statuses and reason codes of runtime confirmation (plain Python: no warp import)."""
+
+from __future__ import annotations
+
+
+class Status:
+    CONFIRMED = "confirmed"  # AD and finite differences disagree at the flagged kernel
+    CLEARED = "cleared"  # they agree on several draws and the flagged statement ran
+    INCONCLUSIVE = "inconclusive"  # the experiment could not decide; ``reason`` says why
+
+
+class Reason:
+    """Machine-readable reason codes. Every verdict's ``reason`` starts with one of them."""
+
+    GRADIENT_MISMATCH = "gradient-mismatch"  # confirmed
+    GRADIENT_MATCHES = "gradient-matches"  # cleared
+    UNSUPPORTED_ARGUMENT = "unsupported-argument"
+    IMPORT_ERROR = "import-error"
+    COMPILE_ERROR = "compile-error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    NON_FINITE = "non-finite"
+    FD_NOT_CONVERGED = "fd-not-converged"
+    NOT_EXECUTED = "not-executed"
+    NOT_IMPORTABLE = "not-importable"
+    NO_DIFFERENTIABLE_PAIR = "no-differentiable-pair"
+    UNKNOWN_STRATEGY = "unknown-strategy"
+
+
+STRATEGIES = ("gradcheck", "overwrite-tracking")
+
+
+def strategies_of(data: dict) -> list[str]:
+    """The runtime strategies a finding declares in ``finding.data['strategy']`` (str or list)."""
+    declared = data.get("strategy")
+    if not declared:
+        return []
+    if isinstance(declared, str):
+        return [declared]
+    return [str(s) for s in declared]
