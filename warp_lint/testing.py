@@ -1,0 +1,74 @@
+"""Helpers for testing rules, ours and anyone's: lint a snippet, check a rule's examples."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+
+from warp_lint.engine import FileSettings, lint_source
+from warp_lint.finding import Finding
+from warp_lint.fixer import applicable, apply_fixes
+from warp_lint.registry import all_rules
+from warp_lint.rule import Rule
+from warp_lint.source import decode_source
+
+
+def lint_code(code: str, *, select: list[str] | None = None, target: str = "", path: str = "example.py",
+              whole_file: bool = False, report_unused_noqa: bool = False) -> list[Finding]:
+    """Lint ``code`` (dedented) as if it were the file ``path``; every rule unless ``select``."""
+    source = decode_source(path, textwrap.dedent(code).encode("utf-8"))
+    codes = tuple(select) if select else tuple(all_rules())
+    result = lint_source(source, FileSettings(codes, target, report_unused_noqa, whole_file))
+    return result.findings
+
+
+def fix_code(code: str, *, select: list[str] | None = None, target: str = "", unsafe: bool = False,
+             passes: int = 10) -> str:
+    """What ``--fix`` (``--unsafe-fixes`` with ``unsafe``) makes of ``code`` (dedented)."""
+    text = textwrap.dedent(code)
+    for _ in range(passes):
+        findings = applicable(lint_code(text, select=select, target=target), unsafe)
+        if not findings:
+            return text
+        text, _ = apply_fixes(text, findings)
+    return text
+
+
+def check_examples(rule: type[Rule]) -> list[str]:
+    """Every problem with a rule's examples, as messages; empty when they all hold."""
+    problems = []
+    for number, example in enumerate(rule.VALID):
+        found = [f for f in lint_code(example.code, select=[rule.code], target=example.target or "")]
+        if found:
+            problems.append(f"{rule.code} VALID[{number}] reported: {[f.message for f in found]}")
+    for number, example in enumerate(rule.INVALID):
+        found = lint_code(example.code, select=[rule.code], target=example.target or "")
+        if not found:
+            problems.append(f"{rule.code} INVALID[{number}] reported nothing")
+            continue
+        if any(f.fix is not None for f in found) and not rule.fixable():
+            problems.append(f"{rule.code} INVALID[{number}] emits a fix but the rule has no fixed example")
+        if example.fixed is not None:
+            fixed = fix_code(example.code, select=[rule.code], target=example.target or "", unsafe=True)
+            if fixed != textwrap.dedent(example.fixed):
+                problems.append(f"{rule.code} INVALID[{number}] fixes to:\n{fixed}")
+    return problems
+
+
+@dataclasses.dataclass
+class ExampleCase:
+    rule: type[Rule]
+    kind: str
+    index: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.rule.code}-{self.kind}-{self.index}"
+
+
+def example_cases() -> list[ExampleCase]:
+    cases = []
+    for rule in all_rules().values():
+        cases += [ExampleCase(rule, "VALID", i) for i in range(len(rule.VALID))]
+        cases += [ExampleCase(rule, "INVALID", i) for i in range(len(rule.INVALID))]
+    return cases
