@@ -282,7 +282,7 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
             sources={r.path: r.source.text for r in results if r.findings and r.source is not None},
             files_checked=len(files), fixed=fixed, fix_mode=arguments.fix, unsafe_fixes=arguments.unsafe_fixes,
             color=_use_color(arguments.color, stream) and output_format in ("text", "concise"),
-            statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet,
+            statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules(),
         )
         renderers()[output_format](report, stream)
     finally:

@@ -13,10 +13,15 @@ from warp_lint.rule import Rule
 from warp_lint.source import decode_source
 
 
+def snippet(code: str) -> str:
+    """A triple-quoted example as the file it stands for: dedented, first line on line 1."""
+    return textwrap.dedent(code).lstrip("\n")
+
+
 def lint_code(code: str, *, select: list[str] | None = None, target: str = "", path: str = "example.py",
               whole_file: bool = False, report_unused_noqa: bool = False) -> list[Finding]:
     """Lint ``code`` (dedented) as if it were the file ``path``; every rule unless ``select``."""
-    source = decode_source(path, textwrap.dedent(code).encode("utf-8"))
+    source = decode_source(path, snippet(code).encode("utf-8"))
     codes = tuple(select) if select else tuple(all_rules())
     result = lint_source(source, FileSettings(codes, target, report_unused_noqa, whole_file))
     return result.findings
@@ -25,7 +30,7 @@ def lint_code(code: str, *, select: list[str] | None = None, target: str = "", p
 def fix_code(code: str, *, select: list[str] | None = None, target: str = "", unsafe: bool = False,
              passes: int = 10) -> str:
     """What ``--fix`` (``--unsafe-fixes`` with ``unsafe``) makes of ``code`` (dedented)."""
-    text = textwrap.dedent(code)
+    text = snippet(code)
     for _ in range(passes):
         findings = applicable(lint_code(text, select=select, target=target), unsafe)
         if not findings:
@@ -50,7 +55,7 @@ def check_examples(rule: type[Rule]) -> list[str]:
             problems.append(f"{rule.code} INVALID[{number}] emits a fix but the rule has no fixed example")
         if example.fixed is not None:
             fixed = fix_code(example.code, select=[rule.code], target=example.target or "", unsafe=True)
-            if fixed != textwrap.dedent(example.fixed):
+            if fixed != snippet(example.fixed):
                 problems.append(f"{rule.code} INVALID[{number}] fixes to:\n{fixed}")
     return problems
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from warp_lint.finding import Finding
 
@@ -21,6 +21,9 @@ class RunReport:
     statistics: bool = False
     root: str = "."  # paths in SARIF/GitLab/GitHub are relative to this
     quiet: bool = False
+    # code -> Rule class, for formats that describe the rules they report (SARIF); filled by the
+    # command line, which may import the registry (a renderer may not: it is a layer below).
+    rules: dict[str, Any] = dataclasses.field(default_factory=dict)
 
     def source_line(self, path: str, line: int) -> str | None:
         text = self.sources.get(path)

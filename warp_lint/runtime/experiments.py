@@ -141,9 +141,14 @@ class FileSession:
     def _load(self, warp_module: Any) -> None:
         if id(warp_module) in self._loaded:
             return
-        result = warp_module.load(self.device)
-        if result is None or result is False:
-            raise RuntimeError(f"Warp could not build module {warp_module.name}")
+        # wp.load_module builds the same variant an ordinary launch uses. Module.load(device) does
+        # not on 1.19 CPU (block_dim 256 there, 1 for a launch): the module would compile twice.
+        try:
+            wp.load_module(warp_module, device=self.device)
+        except TypeError:  # releases whose load_module takes only Python modules / names
+            result = warp_module.load(self.device)
+            if result is None or result is False:
+                raise RuntimeError(f"Warp could not build module {warp_module.name}") from None
         self._loaded.add(id(warp_module))
 
     def _generated_for(self, finding: dict[str, Any]) -> GeneratedKernels:

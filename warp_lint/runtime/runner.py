@@ -162,6 +162,8 @@ class _FileRun:
             package_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
             env["PYTHONPATH"] = package_root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
             env.setdefault("PYTHONUNBUFFERED", "1")
+            # Importing the user's file must not write __pycache__ next to it.
+            env["PYTHONDONTWRITEBYTECODE"] = "1"
             process = subprocess.Popen(
                 [sys.executable, "-m", "warp_lint.runtime.child", request_path, results_path],
                 stdin=subprocess.DEVNULL,

@@ -1,0 +1,9 @@
+"""Every run gets its own Warp kernel cache and warp-lint results cache, so no test depends on a
+warm cache left by an earlier run (and none writes into the user's caches)."""
+
+import os
+import tempfile
+
+_RUN_DIRECTORY = tempfile.mkdtemp(prefix="warp-lint-tests-")
+os.environ["WARP_CACHE_PATH"] = os.path.join(_RUN_DIRECTORY, "warp-kernels")
+os.environ["WARP_LINT_CACHE_DIR"] = os.path.join(_RUN_DIRECTORY, "warp-lint-cache")

@@ -1,0 +1,88 @@
+"""Shared fixtures for the runtime checker tests: a per-run kernel cache and hand-made findings.
+
+The static engine fills ``finding.data`` in production; here ``make_finding`` builds the same
+contract by hand from the ``# flag: NAME`` marker on the flagged line of a fixture file.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import pathlib
+import sys
+
+import pytest
+
+from warp_lint.finding import Finding, Position
+
+FIXTURES = pathlib.Path(__file__).parent / "fixtures"
+
+
+def flagged_line(path: pathlib.Path, marker: str) -> int:
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.rstrip().endswith(f"# flag: {marker}"):
+            return number
+    raise LookupError(f"no '# flag: {marker}' in {path}")
+
+
+def make_finding(
+    path: pathlib.Path,
+    kernel: str,
+    code: str,
+    *,
+    reads: list[str],
+    writes: list[str],
+    marker: str | None = None,
+    function_kind: str = "kernel",
+    index_params: list[str] | None = None,
+    strategy: str | list[str] = "gradcheck",
+) -> Finding:
+    """A finding as the static engine would emit it for the statement marked ``# flag: MARKER``."""
+    line = flagged_line(path, marker or kernel)
+    return Finding(
+        code=code,
+        name=code.lower(),
+        message=f"{code} at {kernel}",
+        path=str(path),
+        start=Position(line, 5),
+        end=Position(line, 40),
+        data={
+            "strategy": strategy,
+            "kernel": kernel,
+            "function_kind": function_kind,
+            "params": [],
+            "reads": reads,
+            "writes": writes,
+            "index_params": index_params or [],
+            "flagged_lines": [line, line],
+        },
+    )
+
+
+@pytest.fixture(scope="session")
+def kernel_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One warp-lint kernel cache per test run: compiled modules are shared across tests."""
+    return str(tmp_path_factory.mktemp("warp-lint-kernels"))
+
+
+@pytest.fixture(scope="session")
+def warp_in_process(kernel_cache_dir: str):
+    """``warp`` initialized in the test process with the per-run cache (for the gradcheck API)."""
+    import warp as wp
+
+    wp.config.kernel_cache_dir = kernel_cache_dir
+    wp.config.quiet = True
+    wp.init()
+    return wp
+
+
+@pytest.fixture(scope="session")
+def api_kernels(warp_in_process):
+    spec = importlib.util.spec_from_file_location("warp_lint_test_api_kernels", FIXTURES / "api_kernels.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    writes_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # keep fixtures/ clean
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.dont_write_bytecode = writes_bytecode
+    return module

@@ -1,0 +1,330 @@
+"""What the engine understands: imports, decorators, helpers, loops, versions, suppressions."""
+
+from __future__ import annotations
+
+import pytest
+
+from warp_lint.testing import lint_code
+
+
+def codes(code: str, **options) -> list[tuple[str, int]]:
+    return [(f.code, f.start.line) for f in lint_code(code, **options)]
+
+
+READ_THEN_WRITE_BODY = """
+def square(a: {array}(dtype=float)):
+    i = {tid}()
+    a[i] = a[i] * a[i]
+"""
+
+
+@pytest.mark.parametrize("header, decorator, array, tid", [
+    ("import warp as wp", "@wp.kernel", "wp.array", "wp.tid"),
+    ("import warp", "@warp.kernel", "warp.array", "warp.tid"),
+    ("import warp as w", "@w.kernel", "w.array", "w.tid"),
+    ("from warp import kernel, array, tid", "@kernel", "array", "tid"),
+    ("from warp import kernel as k, array as A, tid", "@k", "A", "tid"),
+    ("import warp as wp", "@wp.kernel(enable_backward=True, module='unique')", "wp.array", "wp.tid"),
+    ("import warp.sim\nimport warp as wp", "@warp.kernel", "wp.array", "wp.tid"),
+])
+def test_imports_and_decorators_however_written(header, decorator, array, tid):
+    code = header + "\n\n" + decorator + READ_THEN_WRITE_BODY.format(array=array, tid=tid)
+    assert ("WL102", code.count("\n", 0, code.index("a[i] = ")) + 1) in codes(code)
+
+
+def test_names_that_only_look_like_warp_are_not_warp():
+    assert codes("""
+        import numpy as wp  # not warp, whatever its name
+        import warp
+
+        @wp.kernel
+        def square(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] * a[i]
+    """) == []
+
+
+def test_a_file_that_never_imports_warp_is_skipped():
+    assert codes("""
+        # mentions warp only in a comment
+        def kernel(a):
+            a[0] = a[0] * a[0]
+    """) == []
+
+
+def test_backward_disabled_kernels_are_not_checked():
+    assert codes("""
+        import warp as wp
+
+        @wp.kernel(enable_backward=False)
+        def square(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] * a[i]
+    """) == []
+    assert codes("""
+        import warp as wp
+
+        wp.set_module_options({"enable_backward": False})
+
+        @wp.kernel
+        def square(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] * a[i]
+    """) == []
+
+
+def test_kernels_nested_in_functions_are_found_with_exact_positions():
+    found = lint_code("""
+        import warp as wp
+
+        def test_square(test, device):
+            x = 1
+
+            @wp.kernel
+            def square(a: wp.array(dtype=float)):
+                i = wp.tid()
+                a[i] = a[i] * a[i]
+
+            @wp.kernel
+            def cube(a: wp.array(dtype=float)):
+                i = wp.tid()
+                a[i] = a[i] * a[i] * a[i]
+    """)
+    assert [(f.code, f.start.line, f.start.column, f.end.column) for f in found] == [
+        ("WL102", 9, 9, 27), ("WL102", 14, 9, 34)]
+
+
+class TestHelpers:
+    def test_a_helper_that_writes_its_argument_writes_the_callers_array(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.func
+            def store(a: wp.array(dtype=float), i: int, v: float):
+                a[i] = v
+
+            @wp.func
+            def relay(a: wp.array(dtype=float), i: int, v: float):
+                store(a, i, v)
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+                i = wp.tid()
+                b[i] = a[i]
+                relay(a, i, 2.0)
+        """) == [("WL102", 15)]
+
+    def test_a_helper_that_reads_its_argument_reads_the_callers_array(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.func
+            def load(a: wp.array(dtype=float), i: int) -> float:
+                return a[i]
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float)):
+                i = wp.tid()
+                v = load(a, i)
+                a[i] = v * 2.0
+        """) == [("WL102", 11)]
+
+    def test_a_helper_that_reads_then_writes_is_reported_in_the_helper(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.func
+            def double(a: wp.array(dtype=float), i: int):
+                a[i] = a[i] * 2.0
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float)):
+                double(a, wp.tid())
+        """) == [("WL102", 5)]
+
+
+class TestArrayAccess:
+    def test_accumulation_is_differentiable(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), a: wp.array(dtype=float)):
+                i = wp.tid()
+                v = a[i]
+                a[i] += x[i] * v
+                a[i] -= x[i]
+                wp.atomic_add(a, i, x[i])
+                wp.atomic_sub(a, i, v)
+        """) == []
+
+    def test_other_atomics_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), a: wp.array(dtype=float)):
+                i = wp.tid()
+                v = a[i]
+                wp.atomic_max(a, 0, v * x[i])
+        """) == [("WL102", 7)]
+
+    def test_shape_is_not_a_read(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float)):
+                i = wp.tid()
+                if i < a.shape[0]:
+                    a[i] = 1.0
+        """) == []
+
+    def test_a_read_later_in_a_loop_precedes_the_next_iterations_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+                for j in range(3):
+                    a[j] = 1.0
+                    out[j] = a[j + 1]
+        """) == [("WL102", 6)]
+
+    def test_two_dimensional_element_store_is_not_a_component_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(x: wp.array2d(dtype=float), y: wp.array(dtype=float, ndim=2)):
+                i, j = wp.tid()
+                y[i][j] = x[i, j]
+                y[i, j] = x[i, j]
+        """, target="<1.14") == []
+
+
+class TestLoops:
+    @pytest.mark.parametrize("loop, dynamic", [
+        ("for j in range(16):", False),
+        ("for j in range(17):", True),
+        ("for j in range(2, 40, 8):", False),
+        ("for j in range(N):", False),
+        ("for j in range(BIG):", True),
+        ("for j in range(n):", True),
+        ("for j in range(x.shape[0]):", True),
+        ("for j in range(wp.static(64)):", False),
+    ])
+    def test_static_and_dynamic_loops(self, loop, dynamic):
+        code = f"""
+            import warp as wp
+
+            N = wp.constant(8)
+            BIG = 100
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                p = float(1.0)
+                {loop}
+                    p = p * x[0]
+                out[0] = p
+        """
+        assert bool(codes(code)) is dynamic
+
+    def test_max_unroll_setting_is_honoured(self):
+        code = """
+            import warp as wp
+
+            wp.config.max_unroll = 4
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                p = float(1.0)
+                for j in range(8):
+                    p = p * x[j]
+                out[0] = p
+        """
+        assert codes(code) == [("WL104", 9)]
+
+    def test_break_makes_a_loop_dynamic_and_continue_only_before_1_17(self):
+        template = """
+            import warp as wp
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                p = float(1.0)
+                for j in range(4):
+                    if x[j] < 0.0:
+                        {exit}
+                    p = p * x[j]
+                out[0] = p
+        """
+        assert codes(template.format(exit="break")) == [("WL104", 9)]
+        assert codes(template.format(exit="continue"), target="<1.17") == [("WL104", 9)]
+        assert codes(template.format(exit="continue"), target=">=1.17") == []
+
+
+class TestVersions:
+    CODE = """
+        import warp as wp
+
+        @wp.kernel
+        def k(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+            i = wp.tid()
+            y[i].x = x[i]
+    """
+
+    @pytest.mark.parametrize("target, reported", [
+        ("", True), ("<1.14", True), ("==1.13.0", True), (">=1.10", True), ("==1.19.0", False),
+        (">=1.14", False), ("~=1.14", False), ("1.4.2", True),
+    ])
+    def test_target_version_decides(self, target, reported):
+        found = lint_code(self.CODE, target=target)
+        assert bool(found) is reported
+        if found:
+            assert found[0].message.endswith("[Warp <1.14]")
+
+
+class TestSuppression:
+    CODE = """
+        import warp as wp
+
+        @wp.kernel
+        def k(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] * a[i]{comment}
+    """
+
+    @pytest.mark.parametrize("comment, suppressed", [
+        ("  # noqa", True), ("  # noqa: WL102", True), ("  # NOQA:WL101,WL102", True), ("  # noqa: WL101", False),
+        ("  # noqa: E501 WL102", True), ("  # a noqa-less comment", False),
+    ])
+    def test_noqa(self, comment, suppressed):
+        assert (codes(self.CODE.format(comment=comment)) == []) is suppressed
+
+    def test_noqa_inside_a_string_is_not_a_directive(self):
+        code = self.CODE.format(comment="") + '\nNOTE = "# noqa"\n'
+        assert codes(code)
+
+    def test_unused_noqa_is_reported_on_request_with_a_fix(self):
+        found = lint_code(self.CODE.format(comment="  # noqa: WL102, WL101"), report_unused_noqa=True)
+        assert [(f.code, f.message) for f in found] == [
+            ("WL900", "Unused `# noqa` for WL101: nothing is reported here")]
+        assert found[0].fix.edits[0].content == "# noqa: WL102"
+
+
+class TestBadInput:
+    def test_syntax_error_is_reported_with_its_position(self):
+        found = lint_code("import warp as wp\n\ndef f(:\n    pass\n")
+        assert [(f.code, f.start.line) for f in found] == [("E999", 3)]
+        assert "SyntaxError" in found[0].message
+
+    def test_python2_code_is_a_syntax_error(self):
+        found = lint_code("import warp\nprint 'hello'\n")
+        assert [f.code for f in found] == ["E999"]
+
+    def test_undecodable_bytes_are_reported(self):
+        from warp_lint.engine import FileSettings, lint_bytes
+
+        result = lint_bytes("bad.py", b"import warp\nx = '\xff\xfe'\n", FileSettings(("WL102",), ""))
+        assert [(f.code, f.start.line) for f in result.findings] == [("E902", 2)]
+        assert "coding" in result.findings[0].message

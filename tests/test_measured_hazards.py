@@ -1,0 +1,127 @@
+"""The kernel rules' claims, measured: each rule's first bad and first good example run through
+``wp.Tape`` and central finite differences on the CPU, on the installed Warp.
+
+This is independent of the runtime checker on purpose: it backs the rules' documentation with a
+plain measurement (sum of weighted outputs, every input element perturbed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+
+import pytest
+
+wp = pytest.importorskip("warp")
+np = pytest.importorskip("numpy")
+
+from packaging.version import Version  # noqa: E402
+
+from warp_lint import versions  # noqa: E402
+from warp_lint.registry import all_rules  # noqa: E402
+
+WARP_VERSION = Version(wp.config.version)
+SIZE = 4
+STEP = 1e-3
+# float32 central differences: correct kernels measured <= 4e-5 relative error, wrong ones >= 3e-2.
+TOLERANCE = 1e-2
+
+
+@pytest.fixture(scope="module", autouse=True)
+def warp_on_cpu():
+    wp.init()
+
+
+def _load_kernel(code: str, path):
+    path.write_text(textwrap.dedent(code))
+    spec = importlib.util.spec_from_file_location(f"measured_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kernels = [v for v in vars(module).values() if isinstance(v, wp.Kernel)]
+    assert len(kernels) == 1, "each measured example holds one kernel"
+    return kernels[0]
+
+
+def _inputs(kernel, rng):
+    values = []
+    for argument in kernel.adj.args:
+        if isinstance(argument.type, wp.array):
+            length = wp.types.type_size(argument.type.dtype)
+            shape = (SIZE, length) if length > 1 else (SIZE,)
+            values.append(rng.uniform(0.5, 1.5, size=shape).astype(np.float32))
+        elif argument.type in (int, wp.int32):
+            values.append(SIZE)
+        else:
+            values.append(float(rng.uniform(0.5, 1.5)))
+    return values
+
+
+def _launch(kernel, values, requires_grad=False, tape=None):
+    arrays = []
+    for argument, value in zip(kernel.adj.args, values):
+        if isinstance(argument.type, wp.array):
+            arrays.append(wp.array(value.copy(), dtype=argument.type.dtype, device="cpu", requires_grad=requires_grad))
+        else:
+            arrays.append(value)
+    uses_tid = "wp.tid()" in kernel.adj.source or "tid()" in kernel.adj.source
+    dim = SIZE if uses_tid else 1
+    if tape is None:
+        wp.launch(kernel, dim=dim, inputs=arrays, device="cpu")
+    else:
+        with tape:
+            wp.launch(kernel, dim=dim, inputs=arrays, device="cpu")
+    return arrays
+
+
+def measure_relative_error(kernel, seed=0) -> float:
+    """max |AD - FD| / max |FD| over every (input element) of the weighted sum of outputs."""
+    rng = np.random.default_rng(seed)
+    initial = _inputs(kernel, rng)
+    after = _launch(kernel, initial)
+    array_slots = [i for i, a in enumerate(kernel.adj.args) if isinstance(a.type, wp.array)]
+    written = [i for i in array_slots if not np.array_equal(after[i].numpy(), initial[i])]
+    weights = {i: rng.uniform(0.5, 1.5, size=initial[i].shape).astype(np.float32) for i in written}
+
+    def loss(values) -> float:
+        result = _launch(kernel, values)
+        return float(sum(np.sum(weights[i] * result[i].numpy().astype(np.float64)) for i in written))
+
+    tape = wp.Tape()
+    arrays = _launch(kernel, initial, requires_grad=True, tape=tape)
+    tape.backward(grads={arrays[i]: wp.array(weights[i], dtype=arrays[i].dtype, device="cpu") for i in written})
+    autodiff = {i: arrays[i].grad.numpy().copy() for i in array_slots}
+
+    worst_error, largest = 0.0, 0.0
+    for slot in array_slots:
+        flat = initial[slot].reshape(-1)
+        for element in range(flat.size):
+            plus = [v.copy() if isinstance(v, np.ndarray) else v for v in initial]
+            minus = [v.copy() if isinstance(v, np.ndarray) else v for v in initial]
+            plus[slot].reshape(-1)[element] += STEP
+            minus[slot].reshape(-1)[element] -= STEP
+            finite = (loss(plus) - loss(minus)) / (2 * STEP)
+            worst_error = max(worst_error, abs(float(autodiff[slot].reshape(-1)[element]) - finite))
+            largest = max(largest, abs(finite))
+    assert largest > 0, "the example has no gradient to check"
+    return worst_error / largest
+
+
+MEASURED = ["WL101", "WL102", "WL103", "WL104"]
+
+
+@pytest.mark.parametrize("code", MEASURED)
+def test_good_example_gradient_is_correct(code, tmp_path):
+    rule = all_rules()[code]
+    kernel = _load_kernel(rule.VALID[0].code, tmp_path / f"{code.lower()}_good.py")
+    assert measure_relative_error(kernel) < TOLERANCE
+
+
+@pytest.mark.parametrize("code", MEASURED)
+def test_bad_example_gradient_matches_the_rules_version_claim(code, tmp_path):
+    rule = all_rules()[code]
+    kernel = _load_kernel(rule.INVALID[0].code, tmp_path / f"{code.lower()}_bad.py")
+    error = measure_relative_error(kernel)
+    if versions.overlaps(rule.affected_versions, f"=={WARP_VERSION}"):
+        assert error > TOLERANCE, f"{code} claims Warp {WARP_VERSION} is affected, but the gradient matched"
+    else:
+        assert error < TOLERANCE, f"{code} claims Warp {WARP_VERSION} is fixed, but the gradient is off by {error}"

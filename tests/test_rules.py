@@ -1,0 +1,72 @@
+"""Every rule's examples are its tests; its docs have the fixed sections; the catalogue packages."""
+
+from __future__ import annotations
+
+import re
+
+from pathlib import Path
+
+import pytest
+
+from warp_lint.config import tomllib
+from warp_lint.registry import all_rules
+from warp_lint.rule import REQUIRED_SECTIONS
+from warp_lint.testing import check_examples, example_cases, fix_code, lint_code, snippet
+
+ROOT = Path(__file__).resolve().parents[1]
+RULES = list(all_rules().values())
+
+
+@pytest.mark.parametrize("case", example_cases(), ids=lambda case: case.id)
+def test_example(case):
+    example = (case.rule.VALID if case.kind == "VALID" else case.rule.INVALID)[case.index]
+    found = [f for f in lint_code(example.code, select=[case.rule.code], target=example.target or "")]
+    if case.kind == "VALID":
+        assert found == [], [f.message for f in found]
+        return
+    assert found, f"{case.id} reported nothing"
+    assert {f.code for f in found} == {case.rule.code}
+    if example.fixed is not None:
+        fixed = fix_code(example.code, select=[case.rule.code], target=example.target or "", unsafe=True)
+        assert fixed == snippet(example.fixed)
+        assert not [f for f in lint_code(fixed, select=[case.rule.code], target=example.target or "") if f.fix]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.code)
+def test_rule_shape(rule):
+    assert re.fullmatch(r"WL[1-3]\d\d", rule.code), "code policy: WL1xx kernel, WL2xx host, WL3xx API"
+    assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
+    assert rule.INVALID and rule.VALID, "every rule has good and bad examples"
+    missing = [s for s in REQUIRED_SECTIONS if s not in rule.sections()]
+    assert not missing, f"{rule.code} docs lack sections {missing}"
+    docs = rule.docs()
+    assert "## Example" in docs and "## Use instead" in docs
+    assert check_examples(rule) == []
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.code)
+def test_rule_without_fixed_example_never_fixes(rule):
+    if rule.fixable():
+        return
+    for example in rule.INVALID:
+        for finding in lint_code(example.code, select=[rule.code], target=example.target or ""):
+            assert finding.fix is None, f"{rule.code} claims no fix but emitted one"
+
+
+def test_rules_folder_is_flat_and_every_module_is_one_rule():
+    modules = sorted(p.stem for p in (ROOT / "rules").glob("*.py") if p.stem != "__init__")
+    assert not [p for p in (ROOT / "rules").iterdir() if p.is_dir() and p.name != "__pycache__"]
+    assert len(modules) == len(all_rules())
+    for module in modules:
+        assert module.startswith(("wl1", "wl2", "wl3")), module
+        text = (ROOT / "rules" / f"{module}.py").read_text()
+        assert "from rules" not in text and "import rules" not in text, "rules import only warp_lint"
+
+
+def test_every_package_folder_is_listed_in_pyproject():
+    """setuptools silently drops a subpackage missing from `packages`."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(config["packages"])
+    on_disk = {".".join(p.relative_to(ROOT).parent.parts) for p in (ROOT / "warp_lint").rglob("__init__.py")}
+    assert on_disk <= listed, f"add {sorted(on_disk - listed)} to [tool.setuptools] packages"
+    assert config["package-dir"] == {"warp_lint.rules": "rules"}
