@@ -102,9 +102,11 @@ class ArrayComponentWrite(Rule):
             for access in function.accesses:
                 if access.component is None or access.via is not None or access.kind == "read":
                     continue
+                if access.operator in ("&=", "|=", "^=", "<<=", ">>="):
+                    continue  # bitwise: an integer element, no gradient
                 param = function.arrays[access.array]
-                if param.type.dtype in context.kernels.structs:
-                    continue  # struct fields are not vector components
+                if param.type.dtype in context.kernels.structs or not param.type.differentiable:
+                    continue  # struct fields are not vector components; integers have no gradient
                 operator = access.operator or "="
                 context.report(
                     self,

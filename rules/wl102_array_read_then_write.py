@@ -138,6 +138,8 @@ class ArrayReadThenWrite(Rule):
             for write in function.accesses:
                 if write.kind != "write" or id(write.node) in reported:
                     continue
+                if not function.arrays[write.array].type.differentiable:
+                    continue  # integer arrays carry no gradient
                 read = _earlier_read(function, write)
                 if read is None:
                     continue

@@ -6,7 +6,6 @@ from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding
 from warp_lint.rule import Example, Rule
-from warp_lint.warp_types import COMPOSITE_TYPES
 
 OPTION = "enable_vector_component_overwrites"
 
@@ -130,8 +129,9 @@ class VectorComponentOverwrite(Rule):
             if not function.differentiable or context.options.value(OPTION, function.top_level_index, False) is True:
                 continue
             assigned: dict[tuple[str, int], set[str]] = {}
+            containers = _local_containers(context, function)
             for write in function.component_writes:
-                if write.is_field or write.operator in ("+=", "-="):
+                if write.is_field or write.operator in ("+=", "-=") or write.name in containers:
                     continue
                 binding = _binding_before(function, write)
                 seen = assigned.setdefault((write.name, id(binding)), set())
@@ -149,6 +149,21 @@ class VectorComponentOverwrite(Rule):
                     )
 
 
+# Kernel-local arrays and tiles (`wp.zeros(shape=8, dtype=float)`, `wp.tile_zeros(...)`): stores into
+# them are element stores, not vector component overwrites.
+LOCAL_CONTAINER_FACTORIES = {"warp.zeros", "warp.empty", "warp.full", "warp.ones", "warp.array"}
+
+
+def _local_containers(context: FileContext, function: FunctionModel) -> set[str]:
+    found = set()
+    for binding in function.bindings:
+        if isinstance(binding.value, cst.Call):
+            callee = context.names.qualify(binding.value.func) or ""
+            if callee in LOCAL_CONTAINER_FACTORIES or callee.startswith("warp.tile"):
+                found.add(binding.name)
+    return found
+
+
 def _binding_before(function: FunctionModel, write: ComponentWrite) -> LocalBinding | None:
     found = None
     for binding in function.bindings:
@@ -157,7 +172,12 @@ def _binding_before(function: FunctionModel, write: ComponentWrite) -> LocalBind
     return found
 
 
+BITWISE_OPERATORS = ("&=", "|=", "^=", "<<=", ">>=")
+
+
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:
+    if write.operator in BITWISE_OPERATORS:
+        return None  # integer vectors: no gradient to get wrong
     if write.operator:
         return f"is updated in place with `{write.operator}`"
     if mentions_name(write.value, write.name):
@@ -175,16 +195,21 @@ def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | No
 
 
 def _constant_constructor(context: FileContext, value) -> bool:
-    """`wp.vec3()` or `wp.vec3(0.0, 1.0, 0.0)`: a value with no gradient to cut."""
+    """`wp.vec3()`, `wp.vec3(0.0, 1.0, 0.0)`, `vec4(1.0, 2.0, 3.0, 4.0)`: a value with no gradient to
+    cut. A call whose arguments are all constants computes a constant, whatever it calls."""
     if not isinstance(value, cst.Call):
         return False
-    qualified = context.names.qualify(value.func)
-    if qualified not in COMPOSITE_TYPES and qualified not in ("warp.vector", "warp.matrix", "warp.quaternion"):
-        return False
-    return all(_is_literal(argument.value) or argument.keyword is not None for argument in value.args)
+    return all(_is_constant(context, argument.value) for argument in value.args)
 
 
-def _is_literal(node) -> bool:
+def _is_constant(context: FileContext, node) -> bool:
+    """A literal, or a constructor or tuple built only from literals."""
     if isinstance(node, cst.UnaryOperation):
         node = node.expression
-    return isinstance(node, (cst.Integer, cst.Float))
+    if isinstance(node, (cst.Integer, cst.Float, cst.SimpleString)):
+        return True
+    if isinstance(node, cst.Name) and node.value in ("True", "False"):
+        return True
+    if isinstance(node, (cst.Tuple, cst.List)):
+        return all(_is_constant(context, element.value) for element in node.elements)
+    return _constant_constructor(context, node) or context.names.qualify(node) is not None

@@ -6,6 +6,7 @@ from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name, signed_terms
 from warp_lint.kernels import FunctionModel, LocalBinding, Loop
 from warp_lint.rule import Example, Rule
+from warp_lint.warp_types import INT_SCALARS, is_integer_expression
 
 
 class DynamicLoopMutation(Rule):
@@ -123,6 +124,8 @@ class DynamicLoopMutation(Rule):
                         continue
                     if not _defined_before(function, binding.name, loop) or _additive(binding):
                         continue
+                    if _integer_local(context, function, binding.name):
+                        continue  # an integer counter carries no gradient
                     reported.add(id(binding.node))
                     context.report(
                         self, binding.node,
@@ -138,6 +141,13 @@ def _defined_before(function: FunctionModel, name: str, loop: Loop) -> bool:
     if any(p.name == name and not p.type.is_array for p in function.params):
         return True
     return any(b.name == name and b.order < loop.start_order for b in function.bindings)
+
+
+def _integer_local(context: FileContext, function: FunctionModel, name: str) -> bool:
+    if any(p.name == name and p.type.dtype in INT_SCALARS for p in function.params):
+        return True
+    first = next((b for b in function.bindings if b.name == name), None)
+    return first is not None and is_integer_expression(first.value, context.names)
 
 
 def _additive(binding: LocalBinding) -> bool:

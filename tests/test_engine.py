@@ -328,3 +328,70 @@ class TestBadInput:
         result = lint_bytes("bad.py", b"import warp\nx = '\xff\xfe'\n", FileSettings(("WL102",), ""))
         assert [(f.code, f.start.line) for f in result.findings] == [("E902", 2)]
         assert "coding" in result.findings[0].message
+
+
+@pytest.mark.parametrize("annotation", [
+    "wp.array(dtype=float)", "wp.array[float]", "wp.array1d[wp.float32]", "wp.array[float, Literal[1]]",
+])
+def test_array_annotations_in_call_and_subscript_style(annotation):
+    code = f"""
+        from typing import Literal
+        import warp as wp
+
+        @wp.kernel
+        def k(a: {annotation}):
+            i = wp.tid()
+            a[i] = a[i] * a[i]
+    """
+    assert codes(code) == [("WL102", 7)]
+
+
+def test_two_dimensional_subscript_style_annotation():
+    assert codes("""
+        from typing import Literal
+        import warp as wp
+
+        @wp.kernel
+        def k(x: wp.array2d[float], y: wp.array[float, Literal[2]]):
+            i, j = wp.tid()
+            y[i][j] = x[i, j]
+    """, target="<1.14") == []
+
+
+def test_integer_arrays_carry_no_gradient():
+    assert codes("""
+        import warp as wp
+
+        @wp.kernel
+        def k(flags: wp.array[int], counts: wp.array(dtype=wp.uint32), ids: wp.array(dtype=wp.vec3i)):
+            i = wp.tid()
+            flags[i] = flags[i] | 4
+            counts[i] *= wp.uint32(2)
+            ids[i].x = ids[i].y
+    """, target="<1.14") == []
+
+
+def test_integer_locals_in_dynamic_loops_carry_no_gradient():
+    assert codes("""
+        import warp as wp
+
+        @wp.func
+        def factorial(n: int) -> int:
+            result = int(1)
+            for i in range(2, n + 1):
+                result *= i
+            return result
+    """) == []
+
+
+def test_matrix_built_from_literal_rows_is_a_constant():
+    assert codes("""
+        import warp as wp
+
+        @wp.kernel
+        def k(x: wp.array(dtype=float), out: wp.array(dtype=wp.mat22)):
+            i = wp.tid()
+            m = wp.mat22(wp.vec2(1.0, 2.0), wp.vec2(3.0, 4.0))
+            m[0, 1] = x[i]
+            out[i] = m
+    """) == []

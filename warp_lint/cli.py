@@ -130,12 +130,13 @@ class Options:
         config = self.base_config or find_config(directory)
         a = self.arguments
         overrides = {}
-        if a.select is not None:
-            overrides["select"] = a.select
-        if a.extend_select:
-            overrides["extend_select"] = config.extend_select + a.extend_select
-        if a.ignore:
-            overrides["ignore"] = config.ignore + a.ignore
+        if a.select is not None:  # a later layer, as in ruff: the command line's select resets the file's
+            overrides.update(select=a.select, ignore=list(a.ignore), extend_select=list(a.extend_select))
+        else:
+            if a.extend_select:
+                overrides["extend_select"] = config.extend_select + a.extend_select
+            if a.ignore:
+                overrides["ignore"] = config.ignore + a.ignore
         if a.exclude is not None:
             overrides["exclude"] = a.exclude
         if a.extend_exclude:

@@ -56,7 +56,12 @@ COMPOSITE_TYPES.update(_family("spatial_vector", (6,)))
 COMPOSITE_TYPES.update(_family("spatial_matrix", (6, 6)))
 
 INT_SCALARS = {"int", "warp.int32", "warp.int64", "warp.uint32", "warp.int16", "warp.int8", "warp.uint8",
-               "warp.uint16", "warp.int"}
+               "warp.uint16", "warp.int", "warp.uint64"}
+# Integer and boolean values carry no gradient: a hazard on them is no gradient hazard.
+NON_DIFFERENTIABLE_DTYPES = INT_SCALARS | {"bool", "warp.bool"} | {
+    name for name in COMPOSITE_TYPES if name.endswith(("i", "ui", "b", "ub", "s", "us", "l", "ul"))
+    and not name.endswith("quat")
+}
 HANDLE_SCALARS = {"warp.uint64"}
 
 
@@ -72,6 +77,10 @@ class ParamType:
     @property
     def is_array(self) -> bool:
         return self.kind == "array"
+
+    @property
+    def differentiable(self) -> bool:
+        return self.dtype not in NON_DIFFERENTIABLE_DTYPES
 
     @property
     def composite(self) -> CompositeType | None:
@@ -99,6 +108,15 @@ def parse_annotation(annotation: cst.Annotation | None, names: WarpNames, struct
                     ndim = int(argument.value.value)
             dtype, dtype_code = _dtype(dtype_node, names, structs)
             return ParamType("array", text, ndim or 1, dtype, dtype_code, constructor.rsplit(".", 1)[1])
+    if isinstance(expression, cst.Subscript):  # Warp 1.19's subscript style: wp.array[float, Literal[2]]
+        constructor = names.qualify(expression.value)
+        if constructor in ARRAY_CONSTRUCTORS:
+            elements = [e.slice.value for e in expression.slice if isinstance(e.slice, cst.Index)]
+            ndim = ARRAY_CONSTRUCTORS[constructor]
+            if len(elements) > 1:
+                ndim = _literal_int(elements[1]) or ndim
+            dtype, dtype_code = _dtype(elements[0] if elements else None, names, structs)
+            return ParamType("array", text, ndim or 1, dtype, dtype_code, constructor.rsplit(".", 1)[1])
     dtype, dtype_code = _dtype(expression, names, structs)
     if dtype in COMPOSITE_TYPES:
         return ParamType("composite", text, 0, dtype, dtype_code)
@@ -123,3 +141,25 @@ def _dtype(node: cst.BaseExpression | None, names: WarpNames, structs: set[str])
     if isinstance(node, cst.Attribute):
         return code, code
     return None, code
+
+
+def _literal_int(node: cst.BaseExpression) -> int | None:
+    """``2`` or ``Literal[2]``."""
+    if isinstance(node, cst.Subscript) and len(node.slice) == 1 and isinstance(node.slice[0].slice, cst.Index):
+        node = node.slice[0].slice.value
+    return int(node.value) if isinstance(node, cst.Integer) else None
+
+
+INTEGER_CONSTRUCTORS = {"int", "bool"} | {f"warp.{t}" for t in ("int8", "int16", "int32", "int64", "uint8", "uint16",
+                                                               "uint32", "uint64", "bool")}
+
+
+def is_integer_expression(node: cst.BaseExpression | None, names: WarpNames) -> bool:
+    """``int(0)``, ``wp.int32(1)``, ``3``: a local initialised like this holds no gradient."""
+    if isinstance(node, cst.Integer):
+        return True
+    if isinstance(node, cst.Call):
+        callee = node.func.value if isinstance(node.func, cst.Name) and node.func.value in ("int", "bool") else (
+            names.qualify(node.func))
+        return callee in INTEGER_CONSTRUCTORS
+    return False
