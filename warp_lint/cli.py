@@ -117,8 +117,9 @@ def _add_lint_options(parser: argparse.ArgumentParser) -> None:
     speed.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
     runtime = parser.add_argument_group("runtime confirmation")
     runtime.add_argument("--device", help="Warp device for confirmation (default: first CUDA device, else cpu)")
-    runtime.add_argument("--confirm-timeout", type=float, default=300.0,
-                         help="seconds allowed per module's confirmation (default 300)")
+    runtime.add_argument("--confirm-timeout", type=float, default=120.0,
+                         help="seconds allowed for importing a module and for each experiment (default 120;"
+                              " compiling a module always gets at least 600)")
 
 
 @dataclasses.dataclass

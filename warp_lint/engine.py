@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import sys
@@ -108,7 +109,28 @@ def _syntax_error(path: str, error: SyntaxError) -> Finding:
     return input_error(path, "E999", f"SyntaxError: {error.msg} (parsed as Python {version})", line, column)
 
 
+# LibCST's code generation (positions, code_for_node) recurses a few frames per nesting level, so a
+# 500-term sum needs more than Python's default 1000 frames. Pure-Python frames do not use the C
+# stack on 3.11+, so a deeper limit is safe; past it the file is reported as E999.
+ANALYSIS_RECURSION_LIMIT = 20_000
+
+
+@contextlib.contextmanager
+def _recursion_limit(limit: int):
+    previous = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(previous, limit))
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(previous)
+
+
 def _run_rules(source: SourceFile, triaged, module: cst.Module, settings: FileSettings) -> list[Finding]:
+    with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
+        return _run_rules_unguarded(source, triaged, module, settings)
+
+
+def _run_rules_unguarded(source: SourceFile, triaged, module: cst.Module, settings: FileSettings) -> list[Finding]:
     context = FileContext(source, triaged, module, settings.target_version)
     rules = all_rules()
     for code in settings.rule_codes:

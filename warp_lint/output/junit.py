@@ -7,7 +7,6 @@ is one passing ``testcase`` named "No errors found".
 
 from __future__ import annotations
 
-import itertools
 import xml.etree.ElementTree as ET
 from pathlib import PurePosixPath
 from typing import TextIO
@@ -26,8 +25,10 @@ def render(report: RunReport, stream: TextIO) -> None:
                               package=PACKAGE)
         ET.SubElement(suite, "testcase", name="No errors found", classname=PACKAGE)
         suites.set("tests", "1")
-    for path, group in itertools.groupby(report.findings, key=lambda f: relative_path(report, f.path)):
-        findings = list(group)
+    by_file: dict[str, list] = {}
+    for finding in report.findings:
+        by_file.setdefault(relative_path(report, finding.path), []).append(finding)
+    for path, findings in by_file.items():
         suite = ET.SubElement(suites, "testsuite", name=path, tests=str(len(findings)), disabled="0", errors="0",
                               failures=str(len(findings)), package=PACKAGE)
         classname = str(PurePosixPath(path).with_suffix("")) if PurePosixPath(path).suffix else path
@@ -38,7 +39,7 @@ def render(report: RunReport, stream: TextIO) -> None:
             if finding.confirmation is not None:
                 body += "\n" + verdict_text(finding.confirmation)
             failure = ET.SubElement(case, "failure", message=finding.message, type=finding.code)
-            failure.text = body
+            failure.text = body.replace("\r\n", "\n").replace("\r", "\n")  # XML reads a raw CR as LF anyway
     ET.indent(suites, space="    ")
     stream.write('<?xml version="1.0" encoding="UTF-8"?>\n')
     stream.write(ET.tostring(suites, encoding="unicode"))

@@ -16,6 +16,7 @@ import collections
 import hashlib
 import json
 import os
+import re
 import urllib.parse
 from pathlib import Path, PurePath
 from typing import Any, TextIO
@@ -80,8 +81,11 @@ def render(report: RunReport, stream: TextIO) -> None:
 
 
 def build(report: RunReport) -> dict[str, Any]:
-    codes = sorted({(f.code, f.name) for f in report.findings})
-    rule_index = {code: index for index, (code, _) in enumerate(codes)}
+    first: dict[str, Finding] = {}
+    for finding in report.findings:
+        first.setdefault(finding.code, finding)
+    codes = sorted(first)
+    rule_index = {code: index for index, code in enumerate(codes)}
     results = [
         _result(report, finding, fingerprint, rule_index[finding.code])
         for finding, fingerprint in zip(report.findings, fingerprints(report))
@@ -97,7 +101,7 @@ def build(report: RunReport) -> dict[str, Any]:
                         "name": "warp-lint",
                         "version": warp_lint.__version__,
                         "informationUri": INFORMATION_URI,
-                        "rules": [_rule(report, code, name) for code, name in codes],
+                        "rules": [_rule(report, first[code]) for code in codes],
                     }
                 },
                 "originalUriBaseIds": {SRCROOT: {"uri": root_uri}},
@@ -108,7 +112,8 @@ def build(report: RunReport) -> dict[str, Any]:
     }
 
 
-def _rule(report: RunReport, code: str, name: str) -> dict[str, Any]:
+def _rule(report: RunReport, example: Finding) -> dict[str, Any]:
+    code, name, severity = example.code, example.name, example.severity
     rule = report.rules.get(code)
     if rule is None:
         # An engine code (E902, E999, WL900), or a report built without ``rules``.
@@ -120,17 +125,18 @@ def _rule(report: RunReport, code: str, name: str) -> dict[str, Any]:
             "fullDescription": {"text": summary},
             "help": {"text": summary, "markdown": summary},
             "helpUri": rule_url(code) if code not in _ENGINE_CODES else INFORMATION_URI,
-            "defaultConfiguration": {"level": "error"},
+            "defaultConfiguration": {"level": LEVELS.get(severity, "note")},
             "properties": {"tags": ["warp-lint"]},
         }
     sections = rule.sections()
     full = "\n\n".join(s for s in (sections.get("What it does"), sections.get("Why is this bad?")) if s)
+    full = full or rule.summary()
     docs = rule.docs()
     return {
         "id": code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary()},
-        "fullDescription": {"text": full or rule.summary(), "markdown": full or rule.summary()},
+        "fullDescription": {"text": _unwrap(full), "markdown": full},
         "help": {"text": docs, "markdown": docs},
         "helpUri": rule_url(code),
         "defaultConfiguration": {"level": LEVELS.get(rule.severity, "note")},
@@ -142,6 +148,11 @@ def _rule(report: RunReport, code: str, name: str) -> dict[str, Any]:
             "runtimeStrategy": list(rule.runtime_strategy),
         },
     }
+
+
+def _unwrap(markdown: str) -> str:
+    """Join the docstring's hard-wrapped lines, keeping paragraph breaks (for plain-text fields)."""
+    return re.sub(r"(?<!\n)\n(?!\n)", " ", markdown)
 
 
 def _artifact(report: RunReport, path: str) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import TextIO
 from warp_lint.finding import Applicability
 from warp_lint.output import RunReport
 
+MAX_SOURCE_WIDTH = 120
 _STYLES = {"bold": "1", "red": "31", "cyan": "36", "dim": "2", "yellow": "33", "green": "32"}
 
 
@@ -41,7 +42,13 @@ def render(report: RunReport, stream: TextIO) -> None:
             gutter = " " * len(number)
             width = (finding.end.column - finding.start.column) if finding.end.line == finding.start.line else (
                 len(line) - finding.start.column + 1)
-            caret = " " * (finding.start.column - 1) + "^" * max(1, width)
+            start = finding.start.column - 1
+            if len(line) > MAX_SOURCE_WIDTH:  # a generated one-liner: show a window around the caret
+                offset = max(0, start - 20)
+                line = ("…" if offset else "") + line[offset:offset + MAX_SOURCE_WIDTH] + "…"
+                start = start - offset + (1 if offset else 0)
+                width = min(width, MAX_SOURCE_WIDTH - (start - 1))
+            caret = " " * start + "^" * max(1, width)
             stream.write(f"  {_paint(report, number, 'cyan')} | {line}\n")
             stream.write(f"  {gutter} | {_paint(report, caret, 'red')}\n")
         _confirmation(report, finding, stream)

@@ -21,7 +21,6 @@ from typing import Any
 
 from warp_lint.runtime.verdicts import Reason
 
-_RUNS_PER_FILL = 3  # random draws a "cleared" verdict needs
 
 
 class ResultWriter:
@@ -112,8 +111,17 @@ def main(argv: list[str]) -> int:
 
     from warp_lint.runtime.experiments import FileSession
 
-    session = FileSession(module, request, device=device, capture=capture, tracking=tracking)
+    current = {"id": None}
+    session = FileSession(
+        module,
+        request,
+        device=device,
+        capture=capture,
+        tracking=tracking,
+        report=lambda phase: results.write({"event": "phase", "id": current["id"], "phase": phase}),
+    )
     for finding in request["findings"]:
+        current["id"] = finding["id"]
         results.write({"event": "start", "id": finding["id"]})
         try:
             confirmation = session.confirm(finding)

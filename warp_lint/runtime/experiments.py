@@ -75,8 +75,20 @@ def _safe_identifier(text: str) -> str:
 class FileSession:
     """Every finding of one user file, sharing one import and one compile of each module."""
 
-    def __init__(self, module: Any, request: dict[str, Any], *, device: str, capture: MessageCapture, tracking: bool):
+    def __init__(
+        self,
+        module: Any,
+        request: dict[str, Any],
+        *,
+        device: str,
+        capture: MessageCapture,
+        tracking: bool,
+        report: Any = None,
+    ):
         self.module = module
+        # Called with a phase name when a slow phase ends: the parent's time limit restarts, so
+        # a long compile is not mistaken for a hanging kernel.
+        self.report = report or (lambda phase: None)
         self.request = request
         self.device = device
         self.capture = capture
@@ -101,28 +113,39 @@ class FileSession:
                 "(kernels defined inside functions cannot be imported)",
             )
 
+        plan = None
+        if kind == "kernel":
+            try:
+                # Before compiling anything: an argument that cannot be synthesized costs nothing.
+                plan = plan_launch(target, finding.get("index_params") or ())
+            except UnsupportedKernel as error:
+                return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
+
         compile_started = time.perf_counter()
+        self.report("compiling")
         try:
             # The user's module compiles once for all its findings (a cache hit when warm).
             self._load(target.module)
         except Exception as error:  # noqa: BLE001 - any codegen/compiler failure
             return _inconclusive(Reason.COMPILE_ERROR, f"{type(error).__name__}: {error}"[:2000])
         compile_s = time.perf_counter() - compile_started
+        self.report("compiled")
 
+        # warp-lint's own kernels (coverage copies, func wrappers) only once the user's compile.
+        self.report("compiling")
         kernels = self._generated_for(finding)
-        launch_kernel = kernels.wrapper if kind == "func" else target
-        if launch_kernel is None:
-            return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, f"could not wrap @wp.func {name!r} in a kernel: {kernels.error}")
-
-        try:
-            plan = plan_launch(launch_kernel, finding.get("index_params") or ())
-        except UnsupportedKernel as error:
-            return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
-        if launch_kernel is not target:
+        self.report("generated")
+        launch_kernel = target
+        if kind == "func":
+            launch_kernel = kernels.wrapper
+            if launch_kernel is None:
+                return _inconclusive(
+                    Reason.UNSUPPORTED_ARGUMENT, f"could not wrap @wp.func {name!r} in a kernel: {kernels.error}"
+                )
             try:
-                self._load(launch_kernel.module)
-            except Exception as error:  # noqa: BLE001
-                return _inconclusive(Reason.COMPILE_ERROR, f"wrapper kernel: {type(error).__name__}: {error}"[:2000])
+                plan = plan_launch(launch_kernel, finding.get("index_params") or ())
+            except UnsupportedKernel as error:
+                return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
 
         check_started = time.perf_counter()
         verdict = self._gradient_experiment(finding, target, launch_kernel, plan, kernels)
@@ -320,6 +343,13 @@ class FileSession:
             evidence["coverage_search"] = explored
         if coverage_error:
             evidence["coverage_error"] = coverage_error
+        if self.tracking:
+            evidence["config_note"] = "verify_autograd_array_access was switched on by warp-lint for overwrite tracking"
+        # Value-dependent rules (NaN/inf from sqrt, division, normalize...): name it when AD is not finite.
+        evidence["non_finite_gradient"] = any(
+            p.criterion.startswith("AD is not finite") or "AD directional derivative is" in p.criterion
+            for d in draws for p in d.result.pairs
+        )
 
         failures = [(d, p) for d in executed for p in d.result.pairs if p.status == "fail"]
         if failures:
@@ -399,6 +429,11 @@ def _pair_summary(pair: PairResult) -> dict[str, Any]:
 
 
 def _mismatch_sentence(pair: PairResult) -> str:
+    # Wrapper kernels of @wp.func helpers store the return value in _wl_ret0, _wl_ret1, ...
+    def readable(name: str | None) -> str | None:
+        return name.replace(generated.RETURN_PREFIX, "return") if name else name
+
+    pair = dataclasses.replace(pair, output=readable(pair.output), where=readable(pair.where))
     sentence = (
         f"AD and finite differences disagree for d {pair.output} / d {pair.input}: max |AD - FD| = "
         f"{pair.max_abs_error:.3g} at {pair.where} (AD {pair.ad_at_worst:.6g}, FD {pair.fd_at_worst:.6g}), "

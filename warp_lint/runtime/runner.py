@@ -30,6 +30,9 @@ from warp_lint.runtime.verdicts import STRATEGIES, Reason, Status, strategies_of
 _OUTPUT_LIMIT = 64 * 1024 * 1024  # bytes of child stdout+stderr before it is treated as runaway
 _TAIL = 4000  # characters of child output kept for diagnostics
 _POLL_S = 0.05
+# Compiling is slow but never hangs by itself: a compile phase gets at least this long, so a big
+# module on a busy machine is not reported as a hanging kernel.
+COMPILE_TIME_LIMIT_FLOOR = 600.0
 
 
 def default_cache_dir() -> str:
@@ -135,7 +138,14 @@ class _FileRun:
         pending = list(self.planned)
         while pending:
             self._run_child(pending)
-            pending = [p for p in pending if p.id not in self.verdicts]
+            remaining = [p for p in pending if p.id not in self.verdicts]
+            if len(remaining) == len(pending):
+                # The child died outside any finding and settled nothing: blame the next finding
+                # so every restart makes progress.
+                self._settle(remaining[0], Status.INCONCLUSIVE, Reason.CRASH,
+                             "the child process exited before running this experiment")
+                remaining = remaining[1:]
+            pending = remaining
 
     def _settle(self, planned: _Planned, status: str, reason: str, detail: str, **evidence: Any) -> None:
         record = {"status": status, "reason": reason, "detail": detail, "evidence": evidence}
@@ -219,6 +229,10 @@ class _FileRun:
                     current = event["id"]
                     self.on_start(by_id[current])
                     deadline = time.monotonic() + self.timeout
+                elif kind == "phase":
+                    # Each phase gets its own time limit; a compile at least COMPILE_TIME_LIMIT_FLOOR.
+                    limit = max(self.timeout, COMPILE_TIME_LIMIT_FLOOR) if event.get("phase") == "compiling" else self.timeout
+                    deadline = time.monotonic() + limit
                 elif kind == "result":
                     confirmation = _confirmation(event["confirmation"], warp_version=self.warp_version,
                                                  device=self.child_device)
@@ -306,7 +320,10 @@ def confirm_findings(
     """Set ``finding.confirmation`` on every finding whose ``finding.data`` declares a ``strategy``.
 
     Findings are grouped by file; each file's experiments run in one child process (one import,
-    one compile) with ``timeout`` seconds for the import and for each finding. ``device`` defaults
+    one compile). ``timeout`` limits each phase: the import and each experiment (a compile gets
+    at least ``COMPILE_TIME_LIMIT_FLOOR`` seconds: it is slow but does not hang); a phase that
+    overruns ends its finding (or, during the import, the file's findings) as ``inconclusive``
+    with reason ``timeout``. ``device`` defaults
     to the first CUDA device Warp sees, else ``"cpu"``. ``cache_dir`` is warp-lint's kernel cache
     (default ``~/.cache/warp-lint/kernels``). ``progress`` is called with
     ``"confirming CODE in KERNEL (i/n)"`` before each finding runs.
