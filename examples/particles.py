@@ -18,9 +18,9 @@ def integrate(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), x_out: wp.
 
 
 @wp.kernel
-def damp(v: wp.array(dtype=wp.vec3), damping: float):
+def damp(v: wp.array(dtype=wp.vec3), drag: wp.array(dtype=float)):
     i = wp.tid()
-    v[i] = v[i] * damping  # WL102: v is read, then overwritten in place
+    v[i] = v[i] * drag[i]  # WL102: v is read, then overwritten: d/d drag replays the new v
 
 
 @wp.kernel
@@ -36,7 +36,7 @@ def trail_energy(x: wp.array(dtype=wp.vec3), steps: int, energy: wp.array(dtype=
     i = wp.tid()
     e = float(0.0)
     for s in range(steps):
-        e = e * 0.9 + wp.length(x[i])  # WL104: non-additive update in a dynamic loop
+        e = e * wp.length(x[i]) + 1.0  # WL104: non-additive update in a dynamic loop
     wp.atomic_add(energy, 0, e)
 
 
@@ -46,11 +46,12 @@ def simulate(n: int = 16) -> float:
     v = wp.array(rng.uniform(-1.0, 1.0, size=(n, 3)), dtype=wp.vec3, requires_grad=True)
     moved = wp.zeros_like(x)
     grounded = wp.zeros_like(x)
+    drag = wp.full(n, 0.98, dtype=float, requires_grad=True)
     energy = wp.zeros(1, dtype=float, requires_grad=True)
     tape = wp.Tape()
     with tape:
         wp.launch(integrate, dim=n, inputs=[x, v], outputs=[moved])
-        wp.launch(damp, dim=n, inputs=[v, 0.98])
+        wp.launch(damp, dim=n, inputs=[v, drag])
         wp.launch(floor_contact, dim=n, inputs=[moved], outputs=[grounded])
         wp.launch(trail_energy, dim=n, inputs=[grounded, 4], outputs=[energy])
     tape.backward(loss=energy)
