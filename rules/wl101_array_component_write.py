@@ -128,12 +128,21 @@ def _whole_element_runs(context: FileContext, function: FunctionModel) -> dict[i
         run: list[tuple[cst.SimpleStatementLine, cst.Assign, str, str, str]] = []
         for statement in list(block.body) + [None]:
             store = _component_store(statement, function)
-            if store and run and store[2:4] == run[-1][2:4] and not _has_comments(statement):
+            if store and run and store[2:4] == run[-1][2:4]:
                 run.append(store)
                 continue
             _offer_fix(context, function, run, fixes)
-            run = [store] if store and not _has_comments(statement, first=True) else []
+            run = [store] if store else []
     return fixes
+
+
+def _comments_inside(run) -> bool:
+    """Comments the replaced span would swallow: a trailing one before the last statement, or a
+    comment line before any statement but the first."""
+    statements = [statement for statement, *_ in run]
+    if any(s.trailing_whitespace.comment is not None for s in statements[:-1]):
+        return True
+    return any(line.comment is not None for s in statements[1:] for line in s.leading_lines)
 
 
 def _component_store(statement, function: FunctionModel):
@@ -161,16 +170,8 @@ def _component_store(statement, function: FunctionModel):
     return statement, assign, element.value.value, index_code, component
 
 
-def _has_comments(statement, first: bool = False) -> bool:
-    if not isinstance(statement, cst.SimpleStatementLine):
-        return False
-    if statement.trailing_whitespace.comment is not None:
-        return True
-    return not first and any(line.comment is not None for line in statement.leading_lines)
-
-
 def _offer_fix(context: FileContext, function: FunctionModel, run, fixes) -> None:
-    if len(run) < 2:
+    if len(run) < 2 or _comments_inside(run):
         return
     array, index = run[0][2], run[0][3]
     param_type = function.arrays[array].type
