@@ -70,3 +70,15 @@ def test_every_package_folder_is_listed_in_pyproject():
     on_disk = {".".join(p.relative_to(ROOT).parent.parts) for p in (ROOT / "warp_lint").rglob("__init__.py")}
     assert on_disk <= listed, f"add {sorted(on_disk - listed)} to [tool.setuptools] packages"
     assert config["package-dir"] == {"warp_lint.rules": "rules"}
+
+
+def test_rule_pages_are_generated_from_the_rules():
+    """Regenerate with: python -m warp_lint.rule_pages docs/rules"""
+    from warp_lint.rule_pages import pages
+
+    folder = ROOT / "docs" / "rules"
+    expected = pages()
+    stale = [name for name, text in expected.items()
+             if not (folder / name).exists() or (folder / name).read_text(encoding="utf-8") != text]
+    extra = sorted(p.name for p in folder.glob("*.md") if p.name not in expected)
+    assert not stale and not extra, f"run `python -m warp_lint.rule_pages docs/rules` (stale: {stale}, extra: {extra})"

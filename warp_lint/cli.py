@@ -1,4 +1,4 @@
-"""The command line: ``warp-lint check``, ``rule``, ``rules``, ``confirm``."""
+"""The command line: ``warp-lint check``, ``rule``, ``rules``, ``confirm``, ``trace``."""
 
 from __future__ import annotations
 
@@ -12,15 +12,14 @@ from typing import Sequence
 
 from warp_lint import __version__
 from warp_lint.config import Config, ConfigError, find_config, resolve_target
-from warp_lint.engine import FileResult, FileSettings, InternalError, lint_source
+from warp_lint.engine import FileResult, FileSettings, fix_until_stable
 from warp_lint.files import discover
-from warp_lint.fixer import ConcurrentModification, applicable, apply_fixes, write_atomically
+from warp_lint.fixer import ConcurrentModification, applicable, write_atomically
 from warp_lint.output import RunReport, renderers
 from warp_lint.registry import all_rules, known_selector, select_rules
 from warp_lint.runner import lint_files
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
-MAX_FIX_PASSES = 10
 
 DESCRIPTION = """\
 Find silent gradient hazards in NVIDIA Warp code before they run, and confirm them when they do.
@@ -77,6 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     rules = commands.add_parser("rules", help="list every rule")
     rules.add_argument("--output-format", choices=["text", "json"], default="text")
+
+    trace = commands.add_parser(
+        "trace", help="run a command with instrumentation and confirm findings from what happened",
+        description="Run COMMAND (e.g. pytest) with Warp's overwrite tracking, tape observation and gradchecks"
+                    " of real launches switched on, then give each static finding of the files it ran a verdict:"
+                    " confirmed, cleared, not exercised or inconclusive. The report goes to stderr; the"
+                    " command's output and exit status pass through unchanged.",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    from warp_lint.trace.command import EPILOG as TRACE_EPILOG, add_arguments as add_trace_arguments
+
+    trace.epilog = TRACE_EPILOG
+    add_trace_arguments(trace)
 
     server = commands.add_parser("server", help="run the language server over stdio (needs warp-lint[lsp])")
     server.add_argument("--debounce", type=float, default=0.3, help="seconds to wait after a change (default 0.3)")
@@ -249,7 +260,7 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
         for index, result in enumerate(results):
             if result.source is None or not applicable(result.findings, arguments.unsafe_fixes):
                 continue
-            new_result, count = _fix_file(result, options.settings_for(Path(result.path)), arguments.unsafe_fixes)
+            new_result, count = fix_until_stable(result, options.settings_for(Path(result.path)), arguments.unsafe_fixes)
             if not count:
                 continue
             if arguments.diff:
@@ -299,25 +310,6 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
     if findings and not arguments.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
-
-
-def _fix_file(result: FileResult, settings: FileSettings, unsafe: bool) -> tuple[FileResult, int]:
-    """Apply fixes until none is left (or MAX_FIX_PASSES); the result holds the fixed text."""
-    source = result.source
-    current = result
-    total = 0
-    for _ in range(MAX_FIX_PASSES):
-        chosen = applicable(current.findings, unsafe)
-        if not chosen:
-            break
-        text, count = apply_fixes(current.source.text, chosen, source.newline)
-        if not count or text == current.source.text:
-            break
-        total += count
-        fixed_source = dataclasses.replace(source, text=text)
-        current = lint_source(fixed_source, settings)
-        current.source = fixed_source
-    return current, total
 
 
 def _diff(before: str, after: str, path: str) -> str:
@@ -383,6 +375,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not path or not line.isdigit():
                 path, line = arguments.target, ""
             return run_lint(arguments, [Path(path)], int(line) if line else None, confirm=True)
+        if arguments.command == "trace":
+            from warp_lint.trace.command import run_trace
+
+            return run_trace(arguments)
         if arguments.command == "rule":
             return print_rule(arguments.code, arguments.output_format)
         if arguments.command == "rules":

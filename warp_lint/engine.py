@@ -171,3 +171,31 @@ def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Fin
                                 path=source.path, start=start, end=end, severity="warning", fix=fix,
                                 noqa_row=directive.line))
     return findings
+
+
+MAX_FIX_PASSES = 10
+
+
+def fix_until_stable(result: FileResult, settings: FileSettings, unsafe: bool) -> tuple[FileResult, int]:
+    """Apply fixes and re-lint until nothing fixable is left (at most MAX_FIX_PASSES passes).
+
+    Returns the result for the fixed text (its ``source.text`` is that text) and how many findings
+    the fixes resolved. Writes nothing: the CLI writes atomically, the editor sends edits.
+    """
+    from warp_lint.fixer import applicable, apply_fixes
+
+    source = result.source
+    current = result
+    total = 0
+    for _ in range(MAX_FIX_PASSES):
+        chosen = applicable(current.findings, unsafe)
+        if not chosen:
+            break
+        text, count = apply_fixes(current.source.text, chosen, source.newline)
+        if not count or text == current.source.text:
+            break
+        total += count
+        fixed_source = dataclasses.replace(source, text=text)
+        current = lint_source(fixed_source, settings)
+        current.source = fixed_source
+    return current, total

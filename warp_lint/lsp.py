@@ -1,0 +1,810 @@
+"""The language server (``warp-lint server``): diagnostics, quick fixes, hover, runtime confirmation.
+
+One finding feeds every feature. A lint runs in a worker thread on the editor's buffer (never the
+file on disk), debounced after changes; only the result for the buffer's latest version is
+published. Each diagnostic carries its own edits in ``data`` (the safe fix and the ``# noqa``
+edit, already in the client's position units), so code actions never lint. Runtime confirmation is
+an explicit command (``warp-lint.confirm``) that runs :func:`warp_lint.runtime.confirm_findings`
+(child processes) in its own thread, so diagnostics keep flowing while a kernel compiles.
+
+Positions: findings count 1-based lines and code points; LSP counts 0-based lines split at
+``\\n``, ``\\r\\n`` and ``\\r`` only, and columns in the negotiated encoding (UTF-16 by default).
+:class:`TextMap` converts with pygls's position codec over lines split the way Python's tokenizer
+(and LSP) split them; ``str.splitlines`` would also split at form feeds and U+2028. For the same
+reason the server asks for full-text sync: pygls applies incremental changes over ``splitlines``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import bisect
+import concurrent.futures
+import dataclasses
+import functools
+import hashlib
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.workspace import PositionCodec
+
+from warp_lint import __version__, suppression
+from warp_lint.cli import Options
+from warp_lint.config import ConfigError, find_config, project_warp_requirement
+from warp_lint.engine import (
+    MAX_FILE_BYTES,
+    FileResult,
+    FileSettings,
+    InternalError,
+    fix_until_stable,
+    input_error,
+    lint_source,
+)
+from warp_lint.files import PYTHON_SUFFIXES, is_excluded
+from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Position
+from warp_lint.fixer import applicable, line_starts, offset_of
+from warp_lint.registry import EXTRA_CODES, all_rules
+from warp_lint.source import SourceFile
+
+logger = logging.getLogger("warp_lint.lsp")
+
+SOURCE = "warp-lint"
+CONFIRM_COMMAND = "warp-lint.confirm"
+FIX_ALL_KIND = "source.fixAll.warp-lint"
+DEFAULT_DEBOUNCE = 0.3
+_SEVERITY = {
+    "error": types.DiagnosticSeverity.Error,
+    "warning": types.DiagnosticSeverity.Warning,
+    "info": types.DiagnosticSeverity.Information,
+    "hint": types.DiagnosticSeverity.Hint,
+}
+
+
+# --- positions -----------------------------------------------------------------------------------
+
+class TextMap:
+    """One text's lines as LSP and Python's tokenizer count them, and conversion between
+    warp-lint positions (1-based line, 1-based code-point column) and the client's units."""
+
+    def __init__(self, text: str, codec: PositionCodec):
+        self.text = text
+        self.codec = codec
+        self.starts = line_starts(text)
+        ends = self.starts[1:] + [len(text)]
+        self.lines = [text[start:end] for start, end in zip(self.starts, ends)]
+
+    def content(self, index: int) -> str:
+        """Line ``index`` (0-based) without its line ending."""
+        return self.lines[index].rstrip("\r\n")
+
+    def to_client(self, position: Position) -> types.Position:
+        index = min(max(position.line - 1, 0), len(self.lines) - 1)
+        line = self.lines[index]
+        column = min(max(position.column - 1, 0), len(line))
+        return types.Position(line=index, character=self.codec.client_num_units(line[:column]))
+
+    def to_client_range(self, start: Position, end: Position) -> types.Range:
+        return types.Range(start=self.to_client(start), end=self.to_client(end))
+
+    def from_client(self, position: types.Position) -> Position:
+        if position.line >= len(self.lines):
+            last = len(self.lines) - 1
+            return Position(last + 1, len(self.content(last)) + 1)
+        content = self.content(position.line)
+        units = 0
+        for index, char in enumerate(content):
+            if units >= position.character:
+                return Position(position.line + 1, index + 1)
+            units += self.codec.client_num_units(char)
+        return Position(position.line + 1, len(content) + 1)
+
+    def offset(self, position: Position) -> int:
+        return offset_of(self.starts, position, self.text)
+
+    def position_at(self, offset: int) -> Position:
+        index = bisect.bisect_right(self.starts, offset) - 1
+        return Position(index + 1, offset - self.starts[index] + 1)
+
+
+def _range_json(value: types.Range) -> dict:
+    return {"start": {"line": value.start.line, "character": value.start.character},
+            "end": {"line": value.end.line, "character": value.end.character}}
+
+
+def _range_from_json(value: dict) -> types.Range:
+    return types.Range(start=types.Position(**value["start"]), end=types.Position(**value["end"]))
+
+
+def _contains(outer: types.Range, position: types.Position) -> bool:
+    start, end = (outer.start.line, outer.start.character), (outer.end.line, outer.end.character)
+    return start <= (position.line, position.character) <= end
+
+
+def _overlaps(a: types.Range, b: types.Range) -> bool:
+    a0, a1 = (a.start.line, a.start.character), (a.end.line, a.end.character)
+    b0, b1 = (b.start.line, b.start.character), (b.end.line, b.end.character)
+    return a0 <= b1 and b0 <= a1
+
+
+# --- linting a buffer (worker thread: no server state touched) ----------------------------------
+
+def lint_text(path: str, text: str, settings: FileSettings) -> FileResult:
+    """Lint an editor buffer: ``text`` is already decoded, whatever the file's coding cookie says."""
+    source = SourceFile(path=path, raw=text.encode("utf-8", "surrogatepass"), text=text, encoding="utf-8", bom=False)
+    if "warp" not in text:  # the engine's cheap check, on text instead of bytes
+        return FileResult(path, [], source)
+    if len(source.raw) > MAX_FILE_BYTES:
+        message = f"file is larger than the {MAX_FILE_BYTES // 1024 // 1024} MB limit; not linted"
+        return FileResult(path, [input_error(path, "E902", message)], source)
+    return lint_source(source, settings)
+
+
+def fixed_text(path: str, text: str, settings: FileSettings) -> str | None:
+    """What ``warp-lint check --fix`` would make of ``text`` (safe fixes, until none is left)."""
+    result = lint_text(path, text, settings)
+    if result.source is None or not applicable(result.findings, False):
+        return None
+    fixed, count = fix_until_stable(result, settings, unsafe=False)
+    return fixed.source.text if count and fixed.source.text != text else None
+
+
+def noqa_edit(text_map: TextMap, directives: dict[int, suppression.Directive], line: int, code: str) -> Edit | None:
+    """The edit that makes line ``line`` (1-based) suppress ``code``: extend its ``# noqa: ...``
+    or append one. None where no comment can go (a line continued with a backslash)."""
+    if not 1 <= line <= len(text_map.lines):
+        return None
+    directive = directives.get(line)
+    if directive is not None:
+        if directive.codes is None or code in directive.codes:
+            return None
+        codes = ", ".join([*directive.codes, code])
+        return Edit(Position(line, directive.column), Position(line, directive.end_column), f"# noqa: {codes}")
+    content = text_map.content(line - 1)
+    kept = content.rstrip()
+    if kept.endswith("\\"):
+        return None
+    return Edit(Position(line, len(kept) + 1), Position(line, len(content) + 1), f"  # noqa: {code}")
+
+
+def verdict_key(finding: Finding, text_map: TextMap) -> tuple:
+    """Identifies a finding across edits elsewhere in the file: its code, message and flagged text."""
+    first, last = finding.start.line - 1, finding.end.line - 1
+    flagged = "\n".join(text_map.content(i).strip() for i in range(max(first, 0), min(last, len(text_map.lines) - 1) + 1))
+    return (finding.code, finding.message, flagged)
+
+
+def describe_verdict(confirmation: Confirmation) -> str:
+    where = ", ".join(x for x in (f"Warp {confirmation.warp_version}" if confirmation.warp_version else "",
+                                  confirmation.device or "") if x)
+    return f"runtime: {confirmation.status}: {confirmation.reason}" + (f" ({where})" if where else "")
+
+
+def to_diagnostic(finding: Finding, text_map: TextMap, newline: str, directives: dict[int, suppression.Directive],
+                  version: int | None, confirmation: Confirmation | None = None) -> types.Diagnostic:
+    """The LSP form of a finding; ``data`` holds its edits (for the buffer's ``version``)."""
+    message = finding.message
+    if confirmation is not None:
+        message = f"{message}\n{describe_verdict(confirmation)}"
+    data: dict[str, Any] = {"version": version}
+    if finding.fix is not None:
+        data["fix"] = {
+            "title": finding.fix.message,
+            "safe": finding.fix.applicability is Applicability.SAFE,
+            "edits": [{"range": _range_json(text_map.to_client_range(e.start, e.end)),
+                       "newText": e.content.replace("\n", newline)} for e in finding.fix.edits],
+        }
+    if finding.code in all_rules():  # input errors (E9xx) and WL900 cannot be suppressed
+        edit = noqa_edit(text_map, directives, finding.noqa_row or finding.start.line, finding.code)
+        if edit is not None:
+            data["noqa"] = {"range": _range_json(text_map.to_client_range(edit.start, edit.end)),
+                            "newText": edit.content}
+    if finding.data.get("strategy"):
+        data["confirmable"] = True
+    return types.Diagnostic(
+        range=text_map.to_client_range(finding.start, finding.end),
+        message=message,
+        severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Error),
+        code=finding.code,
+        code_description=types.CodeDescription(href=finding.url),
+        source=SOURCE,
+        tags=[types.DiagnosticTag.Unnecessary] if finding.code == "WL900" else None,
+        data=data,
+    )
+
+
+@dataclasses.dataclass
+class Linted:
+    """One lint of one version of one buffer."""
+
+    version: int | None
+    text: str
+    path: str
+    findings: list[Finding]
+    text_map: TextMap
+    newline: str
+    directives: dict[int, suppression.Directive]
+    diagnostics: list[types.Diagnostic] = dataclasses.field(default_factory=list)
+
+    def render(self, verdicts: dict[tuple, Confirmation]) -> None:
+        self.diagnostics = [to_diagnostic(f, self.text_map, self.newline, self.directives, self.version,
+                                          verdicts.get(verdict_key(f, self.text_map))) for f in self.findings]
+
+
+def lint_buffer(path: str, text: str, version: int | None, settings: FileSettings | None, codec: PositionCodec,
+                verdicts: dict[tuple, Confirmation]) -> Linted:
+    findings: list[Finding] = []
+    if settings is not None:
+        findings = lint_text(path, text, settings).findings
+    text_map = TextMap(text, codec)
+    newline = "\r\n" if text.count("\r\n") > text.count("\n") - text.count("\r\n") else "\n"
+    directives = suppression.parse_directives(text) if findings else {}
+    linted = Linted(version, text, path, findings, text_map, newline, directives)
+    linted.render(verdicts)
+    return linted
+
+
+# --- server ---------------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class DocState:
+    uri: str
+    debounce: asyncio.Task | None = None
+    running: bool = False
+    rerun: bool = False
+    linted: Linted | None = None
+    done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    verdicts: dict[tuple, Confirmation] = dataclasses.field(default_factory=dict)
+
+
+def _default_arguments() -> argparse.Namespace:
+    return argparse.Namespace(select=None, extend_select=[], ignore=[], exclude=None, extend_exclude=[],
+                              report_unused_noqa=False, target_warp_version=None)
+
+
+class WarpLintServer(LanguageServer):
+    def __init__(self, debounce: float = DEFAULT_DEBOUNCE):
+        # Full sync: see the module docstring.
+        super().__init__("warp-lint", __version__, text_document_sync_kind=types.TextDocumentSyncKind.Full)
+        self.debounce = debounce
+        self.docs: dict[str, DocState] = {}
+        self.options = Options(_default_arguments(), None)
+        self.init_options: dict[str, Any] = {}
+        self.lint_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="warp-lint-lint")
+        self.confirm_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
+                                                                  thread_name_prefix="warp-lint-confirm")
+        self.shown_errors: set[str] = set()
+
+    # -- client facts
+    @property
+    def pull_mode(self) -> bool:
+        capabilities = self.client_capabilities
+        return bool(capabilities and capabilities.text_document and capabilities.text_document.diagnostic)
+
+    def _supports(self, getter: Callable[[types.ClientCapabilities], Any]) -> bool:
+        try:
+            return bool(getter(self.client_capabilities))
+        except AttributeError:
+            return False
+
+    def show(self, message: str, kind: types.MessageType = types.MessageType.Error, once: bool = True) -> None:
+        if once:
+            if message in self.shown_errors:
+                return
+            self.shown_errors.add(message)
+        self.window_show_message(types.ShowMessageParams(type=kind, message=message))
+
+    # -- documents and settings
+    def path_of(self, uri: str) -> Path:
+        document = self.workspace.get_text_document(uri)
+        if uri.startswith("file:") and document.path:
+            return Path(document.path)
+        root = self.workspace.root_path or os.getcwd()
+        return Path(root) / (document.filename or "untitled.py")
+
+    def settings_for(self, uri: str) -> FileSettings | None:
+        """The CLI's settings for this file (config discovered from its folder); None when the file
+        is excluded or the configuration is broken (then the user is told once)."""
+        document = self.workspace.get_text_document(uri)
+        path = self.path_of(uri)
+        python = path.suffix in PYTHON_SUFFIXES or document.language_id == "python"
+        if not python:
+            return None
+        try:
+            config = self.options.config_for(path.parent.resolve())
+            if uri.startswith("file:") and is_excluded(path, config):
+                return None
+            return self.options.settings_for(path)
+        except ConfigError as error:
+            self.show(f"warp-lint: {error}")
+            return None
+
+    def reload_configuration(self) -> None:
+        find_config.cache_clear()
+        project_warp_requirement.cache_clear()
+        self.shown_errors.clear()
+        for uri in list(self.docs):
+            self.schedule(uri, 0)
+        if self.pull_mode:
+            self.refresh_pull()
+
+    def refresh_pull(self) -> None:
+        if self._supports(lambda c: c.workspace.diagnostics.refresh_support):
+            self.workspace_diagnostic_refresh(None)
+
+    # -- linting
+    def schedule(self, uri: str, delay: float) -> None:
+        state = self.docs.setdefault(uri, DocState(uri))
+        if state.debounce is not None:
+            state.debounce.cancel()
+            state.debounce = None
+        if delay <= 0:
+            asyncio.ensure_future(self.refresh(uri))
+        else:
+            state.debounce = asyncio.ensure_future(self._debounced(state, delay))
+
+    async def _debounced(self, state: DocState, delay: float) -> None:
+        await asyncio.sleep(delay)
+        state.debounce = None  # from here on nothing cancels this lint
+        await self.refresh(state.uri)
+
+    async def refresh(self, uri: str) -> None:
+        """Lint the buffer's current version (again, if it changed while linting) and publish."""
+        state = self.docs.get(uri)
+        if state is None:
+            return
+        if state.running:
+            state.rerun = True
+            return
+        state.running = True
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                state.rerun = False
+                if uri not in self.workspace.text_documents:
+                    return
+                document = self.workspace.get_text_document(uri)
+                version, text = document.version, document.source
+                settings = self.settings_for(uri)
+                path = str(self.path_of(uri))
+                try:
+                    linted = await loop.run_in_executor(
+                        self.lint_pool, lint_buffer, path, text, version, settings, self.workspace.position_codec,
+                        dict(state.verdicts))
+                except InternalError as error:
+                    logger.error("%s\n%s", error, error.detail)
+                    self.show(f"warp-lint: {error} (details in the server log)")
+                    linted = lint_buffer(path, text, version, None, self.workspace.position_codec, {})
+                if self.docs.get(uri) is not state:
+                    return  # closed meanwhile
+                current = self.workspace.get_text_document(uri)
+                if current.version == version and current.source == text:
+                    state.linted = linted
+                    if not self.pull_mode:
+                        self.publish(uri, linted)
+                if not state.rerun:
+                    return
+        finally:
+            state.running = False
+            state.done.set()
+            state.done = asyncio.Event()
+
+    def publish(self, uri: str, linted: Linted) -> None:
+        self.text_document_publish_diagnostics(
+            types.PublishDiagnosticsParams(uri=uri, diagnostics=linted.diagnostics, version=linted.version))
+
+    async def current(self, uri: str) -> Linted | None:
+        """The lint of the buffer's current version, linting now if it is not there yet."""
+        for _ in range(100):
+            state = self.docs.get(uri)
+            if state is None or uri not in self.workspace.text_documents:
+                return None
+            document = self.workspace.get_text_document(uri)
+            linted = state.linted
+            if linted is not None and linted.version == document.version and linted.text == document.source:
+                return linted
+            if state.debounce is not None:
+                state.debounce.cancel()
+                state.debounce = None
+            if state.running:
+                state.rerun = True
+                await state.done.wait()
+            else:
+                await self.refresh(uri)
+        return None
+
+    def latest(self, uri: str) -> Linted | None:
+        """The lint of the current version if it is done; never waits."""
+        state = self.docs.get(uri)
+        if state is None or state.linted is None or uri not in self.workspace.text_documents:
+            return None
+        document = self.workspace.get_text_document(uri)
+        linted = state.linted
+        return linted if linted.version == document.version and linted.text == document.source else None
+
+    # -- edits
+    def workspace_edit(self, uri: str, version: int | None, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
+        if self._supports(lambda c: c.workspace.workspace_edit.document_changes):
+            identifier = types.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version)
+            return types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(text_document=identifier, edits=edits)])
+        return types.WorkspaceEdit(changes={uri: edits})
+
+    async def fix_all_edit(self, uri: str) -> types.WorkspaceEdit | None:
+        if uri not in self.workspace.text_documents:
+            return None
+        document = self.workspace.get_text_document(uri)
+        version, text = document.version, document.source
+        settings = self.settings_for(uri)
+        if settings is None:
+            return None
+        loop = asyncio.get_running_loop()
+        try:
+            fixed = await loop.run_in_executor(self.lint_pool, fixed_text, str(self.path_of(uri)), text, settings)
+        except InternalError as error:
+            logger.error("%s\n%s", error, error.detail)
+            return None
+        if fixed is None:
+            return None
+        edit = minimal_edit(text, fixed, TextMap(text, self.workspace.position_codec))
+        return self.workspace_edit(uri, version, [edit])
+
+    # -- runtime confirmation
+    async def confirm(self, arguments: list[Any]) -> dict[str, Any]:
+        uri, line, code = parse_confirm_arguments(arguments)
+        # The findings the user saw (the latest lint), not a lint of keystrokes typed since.
+        state = self.docs.get(uri)
+        linted = state.linted if state is not None and state.linted is not None else await self.current(uri)
+        if linted is None:
+            return {"uri": uri, "line": line, "results": [], "message": f"{uri} is not open"}
+        chosen = [f for f in linted.findings if f.start.line <= line + 1 <= f.end.line and f.data.get("strategy")
+                  and (code is None or f.code == code)]
+        if not chosen:
+            message = f"warp-lint: nothing to confirm on line {line + 1}" + (f" for {code}" if code else "")
+            self.show(message, types.MessageType.Info, once=False)
+            return {"uri": uri, "line": line, "results": [], "message": message}
+        try:
+            on_disk = Path(linted.path).read_bytes()
+        except OSError:
+            on_disk = None
+        if on_disk is None or _decoded(linted.path, on_disk) != linted.text:
+            message = "warp-lint: save the file before confirming: the runtime checker imports it from disk"
+            self.show(message, types.MessageType.Warning, once=False)
+            return {"uri": uri, "line": line, "results": [], "message": message}
+
+        copies = [dataclasses.replace(f, confirmation=None, data=dict(f.data)) for f in chosen]
+        token = f"warp-lint-confirm-{id(copies)}"
+        progress = None
+        if self._supports(lambda c: c.window.work_done_progress):
+            try:
+                await self.work_done_progress.create_async(token)
+                self.work_done_progress.begin(token, types.WorkDoneProgressBegin(
+                    title="warp-lint: confirming", message=f"{chosen[0].code} on line {line + 1}"))
+                loop = asyncio.get_running_loop()
+
+                def progress(message: str) -> None:
+                    loop.call_soon_threadsafe(self.work_done_progress.report, token,
+                                              types.WorkDoneProgressReport(message=message))
+            except Exception:  # noqa: BLE001 - a client that refuses progress still gets the verdict
+                progress = None
+        options = self.init_options.get("confirm") or {}
+        try:
+            from warp_lint.runtime import confirm_findings
+
+            run = functools.partial(confirm_findings, copies, device=options.get("device"),
+                                    timeout=float(options.get("timeout", 120.0)), progress=progress,
+                                    cache_dir=options.get("cacheDir"))
+            await asyncio.get_running_loop().run_in_executor(self.confirm_pool, run)
+        except ImportError as error:
+            message = (f"warp-lint: runtime confirmation needs warp-lang and numpy ({error.name} is missing):"
+                       " pip install 'warp-lint[runtime]'")
+            self.show(message, once=False)
+            return {"uri": uri, "line": line, "results": [], "message": message}
+        finally:
+            if progress is not None:
+                self.work_done_progress.end(token, types.WorkDoneProgressEnd())
+
+        state = self.docs.get(uri)
+        results = []
+        for finding in copies:
+            confirmation = finding.confirmation
+            if confirmation is None:
+                continue
+            if state is not None:
+                state.verdicts[verdict_key(finding, linted.text_map)] = confirmation
+            results.append({"code": finding.code, "line": finding.start.line - 1, "status": confirmation.status,
+                            "reason": confirmation.reason, "message": describe_verdict(confirmation),
+                            "confirmation": confirmation.to_dict()})
+        if state is not None and state.linted is not None:
+            current = state.linted
+            current.render(state.verdicts)
+            if self.pull_mode:
+                self.refresh_pull()
+            elif self.latest(uri) is current:
+                self.publish(uri, current)
+        return {"uri": uri, "line": line, "results": results}
+
+
+def _decoded(path: str, raw: bytes) -> str | None:
+    from warp_lint.source import SourceError, decode_source
+
+    try:
+        return decode_source(path, raw).text
+    except SourceError:
+        return None
+
+
+def parse_confirm_arguments(arguments: list[Any]) -> tuple[str, int, str | None]:
+    """``[uri, line]``, ``[uri, diagnostic]``, ``[{"uri", "line"}]`` or ``[{"uri", "diagnostic"}]``;
+    lines are 0-based like every LSP position. Returns (uri, line, code or None)."""
+    arguments = list(arguments or [])
+    if len(arguments) == 1 and isinstance(arguments[0], dict):
+        given = arguments[0]
+        arguments = [given.get("uri"), given.get("diagnostic", given.get("line"))]
+        if given.get("code") and not isinstance(arguments[1], dict):
+            arguments[1] = {"line": arguments[1], "code": given["code"]}
+    if len(arguments) < 2 or not isinstance(arguments[0], str):
+        raise ValueError(f"{CONFIRM_COMMAND} takes [uri, line] or [uri, diagnostic], got {arguments!r}")
+    uri, where = arguments[0], arguments[1]
+    code = None
+    if isinstance(where, dict):
+        code = where.get("code")
+        if "range" in where:
+            where = where["range"]["start"]["line"]
+        else:
+            where = where.get("line")
+    if isinstance(where, bool) or not isinstance(where, int):
+        raise ValueError(f"{CONFIRM_COMMAND}: no line in {arguments[1]!r}")
+    return uri, where, str(code) if code is not None else None
+
+
+def minimal_edit(before: str, after: str, text_map: TextMap) -> types.TextEdit:
+    """One edit turning ``before`` into ``after`` that spans only what changed (keeps the cursor)."""
+    prefix = 0
+    limit = min(len(before), len(after))
+    while prefix < limit and before[prefix] == after[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
+        suffix += 1
+    if prefix and before[prefix - 1] == "\r":  # never split a \r\n
+        prefix -= 1
+    if suffix and len(before) - suffix > 0 and before[len(before) - suffix - 1] == "\r" and \
+            before[len(before) - suffix] == "\n":
+        suffix -= 1
+    start = text_map.position_at(prefix)
+    end = text_map.position_at(len(before) - suffix)
+    return types.TextEdit(range=text_map.to_client_range(start, end), new_text=after[prefix:len(after) - suffix])
+
+
+def _result_id(diagnostics: list[types.Diagnostic]) -> str:
+    """Same diagnostics, same id: a pull client then gets an 'unchanged' report."""
+    digest = hashlib.sha1()
+    for d in diagnostics:
+        digest.update(json.dumps([_range_json(d.range), d.code, d.message, int(d.severity or 0), d.data],
+                                 sort_keys=True, default=str).encode())
+    return digest.hexdigest()[:16]
+
+
+def _hover_docs(code: str) -> str:
+    rule = all_rules().get(code)
+    if rule is not None:
+        return rule.docs()
+    if code in EXTRA_CODES:
+        return f"# {EXTRA_CODES[code]} ({code})\n\nReported by warp-lint itself, not by a rule."
+    return ""
+
+
+def noqa_code_at(line_text: str, column: int, directive: suppression.Directive | None) -> list[str]:
+    """The codes a hover at ``column`` (1-based, code points) on a ``# noqa: ...`` comment names:
+    the code under the cursor, or all of them when the cursor is on ``noqa`` itself."""
+    if directive is None or directive.codes is None:
+        return []
+    if not directive.column <= column <= directive.end_column:
+        return []
+    segment = line_text[directive.column - 1:directive.end_column - 1]
+    offset = directive.column
+    for code in directive.codes:
+        found = segment.upper().find(code, 0)
+        while found != -1:
+            start = offset + found
+            if start <= column <= start + len(code):
+                return [code]
+            found = segment.upper().find(code, found + 1)
+    return list(directive.codes)
+
+
+def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
+    server = WarpLintServer(debounce)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: WarpLintServer, params: types.InitializeParams) -> None:
+        ls.init_options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+        if "debounce" in ls.init_options:
+            ls.debounce = float(ls.init_options["debounce"])
+
+    @server.feature(types.INITIALIZED)
+    def initialized(ls: WarpLintServer, params: types.InitializedParams) -> None:
+        if ls._supports(lambda c: c.workspace.did_change_watched_files.dynamic_registration):
+            watchers = [types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+            registration = types.Registration(
+                id="warp-lint-config", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
+                register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))
+            ls.client_register_capability(types.RegistrationParams(registrations=[registration]))
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: WarpLintServer, params: types.DidOpenTextDocumentParams) -> None:
+        ls.docs[params.text_document.uri] = DocState(params.text_document.uri)
+        ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: WarpLintServer, params: types.DidChangeTextDocumentParams) -> None:
+        ls.schedule(params.text_document.uri, ls.debounce)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_SAVE, types.SaveOptions(include_text=False))
+    def did_save(ls: WarpLintServer, params: types.DidSaveTextDocumentParams) -> None:
+        if params.text_document.uri.endswith("pyproject.toml"):
+            ls.reload_configuration()
+        elif params.text_document.uri in ls.docs:
+            ls.schedule(params.text_document.uri, 0)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: WarpLintServer, params: types.DidCloseTextDocumentParams) -> None:
+        state = ls.docs.pop(params.text_document.uri, None)
+        if state is not None and state.debounce is not None:
+            state.debounce.cancel()
+        if not ls.pull_mode:
+            ls.text_document_publish_diagnostics(
+                types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
+    def watched_files(ls: WarpLintServer, params: types.DidChangeWatchedFilesParams) -> None:
+        ls.reload_configuration()
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def configuration(ls: WarpLintServer, params: types.DidChangeConfigurationParams) -> None:
+        ls.reload_configuration()
+
+    @server.feature(types.TEXT_DOCUMENT_DIAGNOSTIC,
+                    types.DiagnosticOptions(identifier=SOURCE, inter_file_dependencies=False,
+                                            workspace_diagnostics=False))
+    async def pull(ls: WarpLintServer, params: types.DocumentDiagnosticParams):
+        uri = params.text_document.uri
+        if uri not in ls.docs:
+            ls.docs[uri] = DocState(uri)
+        linted = await ls.current(uri)
+        diagnostics = linted.diagnostics if linted is not None else []
+        result_id = _result_id(diagnostics)
+        if params.previous_result_id == result_id:
+            return types.RelatedUnchangedDocumentDiagnosticReport(result_id=result_id)
+        return types.RelatedFullDocumentDiagnosticReport(items=diagnostics, result_id=result_id)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: WarpLintServer, params: types.HoverParams) -> types.Hover | None:
+        uri = params.text_document.uri
+        if uri not in ls.workspace.text_documents:
+            return None
+        document = ls.workspace.get_text_document(uri)
+        linted = ls.latest(uri)
+        text_map = linted.text_map if linted else TextMap(document.source, ls.workspace.position_codec)
+        codes: list[str] = []
+        span: types.Range | None = None
+        # A code in a `# noqa: ...` comment.
+        if params.position.line < len(text_map.lines):
+            line_text = text_map.content(params.position.line)
+            if "noqa" in line_text.lower():
+                directives = suppression.parse_directives(line_text + "\n")
+                where = text_map.from_client(params.position)
+                codes = noqa_code_at(line_text, where.column, directives.get(1))
+                if codes:
+                    directive = directives[1]
+                    span = text_map.to_client_range(Position(where.line, directive.column),
+                                                    Position(where.line, directive.end_column))
+        # A finding under the cursor.
+        if not codes and linted is not None:
+            for diagnostic in linted.diagnostics:
+                if _contains(diagnostic.range, params.position) and diagnostic.code not in codes:
+                    codes.append(str(diagnostic.code))
+                    span = span or diagnostic.range
+        docs = [text for text in (_hover_docs(code) for code in codes) if text]
+        if not docs:
+            return None
+        markdown = ls._supports(lambda c: types.MarkupKind.Markdown in (c.text_document.hover.content_format or []))
+        kind = types.MarkupKind.Markdown if markdown or not ls._supports(lambda c: c.text_document.hover) \
+            else types.MarkupKind.PlainText
+        return types.Hover(contents=types.MarkupContent(kind=kind, value="\n\n---\n\n".join(docs)), range=span)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION, types.CodeActionOptions(
+        code_action_kinds=[types.CodeActionKind.QuickFix, types.CodeActionKind.SourceFixAll, FIX_ALL_KIND],
+        resolve_provider=True))
+    async def code_action(ls: WarpLintServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+        uri = params.text_document.uri
+        if uri not in ls.workspace.text_documents:
+            return None
+        only = params.context.only
+
+        def wanted(kind: str) -> bool:
+            return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
+
+        actions: list[types.CodeAction] = []
+        if wanted(types.CodeActionKind.QuickFix):
+            diagnostics = [d for d in params.context.diagnostics if d.source == SOURCE]
+            linted = ls.latest(uri)
+            if linted is not None:
+                # Clients that drop `data` still get actions: take ours for the same place.
+                ours = {(str(d.code), d.range.start.line, d.range.start.character): d for d in linted.diagnostics}
+                diagnostics = [d if d.data else ours.get((str(d.code), d.range.start.line, d.range.start.character), d)
+                               for d in diagnostics]
+                if not diagnostics:
+                    diagnostics = [d for d in linted.diagnostics if _overlaps(d.range, params.range)]
+            version = ls.workspace.get_text_document(uri).version
+            for diagnostic in diagnostics:
+                actions.extend(quick_fixes(ls, uri, version, diagnostic))
+        if only and (wanted(FIX_ALL_KIND)):
+            edit = await ls.fix_all_edit(uri)
+            if edit is not None:
+                actions.append(types.CodeAction(title="warp-lint: fix all safe fixes", kind=FIX_ALL_KIND, edit=edit))
+        elif not only:
+            linted = ls.latest(uri)
+            if linted is not None and applicable(linted.findings, False):
+                actions.append(types.CodeAction(title="warp-lint: fix all safe fixes", kind=FIX_ALL_KIND,
+                                                data={"uri": uri, "fixAll": True}))
+        return actions
+
+    @server.feature(types.CODE_ACTION_RESOLVE)
+    async def resolve(ls: WarpLintServer, action: types.CodeAction) -> types.CodeAction:
+        if isinstance(action.data, dict) and action.data.get("fixAll") and action.edit is None:
+            action.edit = await ls.fix_all_edit(action.data["uri"]) or types.WorkspaceEdit(changes={})
+        return action
+
+    @server.command(CONFIRM_COMMAND)
+    async def confirm(ls: WarpLintServer, *arguments: Any) -> dict[str, Any]:
+        return await ls.confirm(list(arguments))
+
+    return server
+
+
+def quick_fixes(ls: WarpLintServer, uri: str, version: int | None, diagnostic: types.Diagnostic) -> list[types.CodeAction]:
+    data = diagnostic.data if isinstance(diagnostic.data, dict) else {}
+    code = str(diagnostic.code)
+    actions = []
+    if data.get("version", version) != version:
+        return actions  # edits for an older text: the client asks again once the new diagnostics arrive
+    fix = data.get("fix")
+    if fix and fix.get("safe"):
+        edits = [types.TextEdit(range=_range_from_json(e["range"]), new_text=e["newText"]) for e in fix["edits"]]
+        actions.append(types.CodeAction(title=f"{fix['title']} ({code})", kind=types.CodeActionKind.QuickFix,
+                                        diagnostics=[diagnostic], is_preferred=True,
+                                        edit=ls.workspace_edit(uri, version, edits)))
+    noqa = data.get("noqa")
+    if noqa:
+        edit = types.TextEdit(range=_range_from_json(noqa["range"]), new_text=noqa["newText"])
+        actions.append(types.CodeAction(title=f"Disable {code} for this line", kind=types.CodeActionKind.QuickFix,
+                                        diagnostics=[diagnostic], edit=ls.workspace_edit(uri, version, [edit])))
+    if data.get("confirmable"):
+        argument = {"uri": uri, "line": diagnostic.range.start.line, "code": code}
+        actions.append(types.CodeAction(
+            title=f"Confirm {code} at run time (runs the kernel)", kind=types.CodeActionKind.QuickFix,
+            diagnostics=[diagnostic],
+            command=types.Command(title=f"Confirm {code} at run time", command=CONFIRM_COMMAND, arguments=[argument])))
+    return actions
+
+
+def serve(debounce: float = DEFAULT_DEBOUNCE) -> int:
+    """Run the server over stdio until the client says exit; 0 after a clean shutdown, else 1."""
+    level = getattr(logging, os.environ.get("WARP_LINT_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
+    logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else logging.WARNING,
+                        format="warp-lint server %(levelname)s %(name)s: %(message)s")
+    stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # a stray print() must never corrupt the protocol stream
+    server = build_server(debounce)
+    try:
+        server.start_io(stdin, stdout)
+    finally:
+        server.lint_pool.shutdown(wait=False, cancel_futures=True)
+        server.confirm_pool.shutdown(wait=False, cancel_futures=True)
+    return 0 if getattr(server.protocol, "_shutdown", False) else 1
