@@ -1,0 +1,278 @@
+from __future__ import annotations
+
+from warp_lint.context import FileContext
+from warp_lint.host import ArrayRef, HostEvent, HostScope, TapeRegion
+from warp_lint.rule import Example, Rule
+
+
+class TapeOverwrite(Rule):
+    """An array read by a launch recorded on a tape is overwritten before `backward()`.
+
+    ## What it does
+    Inside one tape recording region (and between the region and that tape's `backward()`),
+    flags a write to an array that an earlier recorded launch read: a launch whose kernel writes
+    (or accumulates into) the parameter the array is passed to, `wp.copy(dest=...)`,
+    `arr.assign(...)`, `arr.zero_()` or `arr.fill_(...)`. Also flags one launch that passes the
+    same array to a parameter it reads and to one it writes, and, in a loop inside the region, a
+    write that overwrites what the previous iteration's launch read. Aliases (`q = state.q`,
+    `a, b = b, a`) are followed; a rebinding (`x = wp.zeros(...)`) is a new array. Kernels are
+    resolved in the same file (by name, through `k = kernel` aliases, with `inputs=`/`outputs=`
+    given positionally, by keyword, or as a list bound to a name earlier).
+
+    ## Why is this bad?
+    `tape.backward()` replays each recorded kernel's forward reads from the arrays as they are at
+    backward time. Once a later launch has overwritten an array an earlier kernel read, that
+    kernel's adjoint is computed from the new values: the gradient is wrong, without an error.
+    This is the static twin of Warp's "is being written to but has already been read from in a
+    previous launch" warning, which is only printed with `wp.config.verify_autograd_array_access`
+    switched on before the module loads, and which `zero_()`, `fill_()` and `assign()` never
+    trigger.
+
+    ## Fix safety
+    No automatic fix: write into a fresh array (one buffer per step, `wp.empty_like(x)`), or move
+    the write after `tape.backward()`.
+
+    ## Warp versions
+    All versions. Measured on 1.19.0 (CPU): `y = x*x; z = 2y; loss = sum z`, then a recorded
+    write to `x` inside the tape block: dL/dx should be [4, 8, 12]; after `x.zero_()` it is
+    [0, 0, 0], after `x.fill_(5)`, `x.assign(...)` or `wp.copy(x, ...)` it is [20, 20, 20], after a
+    launch writing `x` it is [16, 256, 1296]. No warning in any case.
+
+    ## Confirmation
+    overwrite-tracking: the runtime checker runs the host code with
+    `wp.config.verify_autograd_array_access = True` and looks for Warp's warning on this array.
+    """
+
+    code = "WL201"
+    name = "tape-overwrite"
+    runtime_strategy = ("overwrite-tracking",)
+    triggers = frozenset({"Tape", "tape", "backward"})
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, z, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                    wp.launch(square, 3, inputs=[y], outputs=[z])
+                tape.backward(loss)
+                x.zero_()
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, n):
+                tape = wp.Tape()
+                with tape:
+                    y.zero_()
+                    wp.launch(square, n, inputs=[x], outputs=[y])
+                    x = wp.zeros_like(y)
+                    x.fill_(1.0)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def step(x: wp.array(dtype=float), x_next: wp.array(dtype=float)):
+                i = wp.tid()
+                x_next[i] = x[i] * 0.5
+
+            def run(states, steps, n):
+                tape = wp.Tape()
+                with tape:
+                    for t in range(steps):
+                        wp.launch(step, n, inputs=[states[t]], outputs=[states[t + 1]])
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                    x.zero_()
+                tape.backward(loss)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(state, y, n):
+                tape = wp.Tape()
+                with tape:
+                    q = state.q
+                    wp.launch(kernel=square, dim=n, inputs=[q], outputs=[y])
+                    wp.launch(square, n, [y], [state.q])
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, source, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                wp.copy(dest=x, src=source)
+                tape.backward(loss)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def advance(x: wp.array(dtype=float), x_out: wp.array(dtype=float)):
+                i = wp.tid()
+                x_out[i] = x[i] * 0.5
+
+            def run(x, steps, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(advance, n, inputs=[x], outputs=[x])
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def advance(x: wp.array(dtype=float), x_out: wp.array(dtype=float)):
+                i = wp.tid()
+                x_out[i] = x[i] * 0.5
+
+            def run(x, v, steps, n):
+                tape = wp.Tape()
+                with tape:
+                    for _ in range(steps):
+                        wp.launch(advance, n, inputs=[v], outputs=[x])
+                        wp.launch(advance, n, inputs=[x], outputs=[v])
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        for scope in context.host_scopes:
+            if not scope.regions:
+                continue
+            reported: set[tuple[int, str]] = set()
+            for region in scope.regions:
+                self._check_window(context, scope, region, reported)
+                self._check_loops(context, scope, region, reported)
+
+    def _window_end(self, scope: HostScope, region: TapeRegion) -> int:
+        """The region's end, or the tape's next `backward()`/`reset()` after it."""
+        if not region.key:
+            return region.end_order
+        for event in scope.events:
+            if event.order > region.end_order and event.kind == "method" and event.key == region.key and \
+                    event.name in ("backward", "reset"):
+                return event.order
+        return region.end_order
+
+    def _check_window(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
+        end = self._window_end(scope, region)
+        reads: dict[str, tuple[HostEvent, ArrayRef]] = {}
+        for event in scope.events_between(region.start_order, end):
+            for write in event.writes:
+                read = reads.get(write.key)
+                if read is not None and not read[0].exclusive_with(event):
+                    self._report(context, event, write, read, region, reported, "")
+            launch = event.launch
+            if launch is None or not launch.recorded or not self._same_tape(event.region, region):
+                continue
+            written = {w.key: w for w in event.writes}
+            for read in event.reads:
+                if read.key in written and written[read.key].param != read.param:
+                    self._report(context, event, written[read.key], (event, read), region, reported, "same")
+                reads.setdefault(read.key, (event, read))
+
+    def _check_loops(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
+        """In a loop inside the region, a write early in the body follows the previous iteration's read."""
+        for span in scope.loops.values():
+            if not (region.start_order <= span.start_order and span.end_order <= region.end_order):
+                continue
+            events = list(scope.events_between(span.start_order, span.end_order))
+            for position, event in enumerate(events):
+                for write in event.writes:
+                    if scope.created_in(write.key, span.start_order, span.end_order) or _uses(write.code, span.targets):
+                        continue
+                    for later in events[position:]:
+                        launch = later.launch
+                        if launch is None or not launch.recorded or later.exclusive_with(event):
+                            continue
+                        read = next((r for r in later.reads if r.key == write.key), None)
+                        if read is not None:
+                            self._report(context, event, write, (later, read), region, reported, "loop")
+                            break
+
+    @staticmethod
+    def _same_tape(event_region: TapeRegion | None, region: TapeRegion) -> bool:
+        return event_region is region or (bool(region.key) and event_region is not None and
+                                          event_region.key == region.key)
+
+    def _report(self, context, event: HostEvent, write: ArrayRef, read: tuple[HostEvent, ArrayRef],
+                region: TapeRegion, reported, how: str) -> None:
+        marker = (id(event.node), write.key)
+        if marker in reported:
+            return
+        reported.add(marker)
+        reader, read_ref = read
+        reader_kernel = reader.launch.kernel_code if reader.launch else "?"
+        line = context.position(reader.node)[0].line
+        writer = _describe_writer(event, write)
+        tape = f"`{region.tape}`" if region.tape else "the tape"
+        when = f"while {tape} is recording" if event.order <= region.end_order else f"before `{region.tape}.backward()`"
+        if how == "same":
+            what = (f"`{write.code}` is passed to `{reader_kernel}` both as `{read_ref.param}`, which it reads, and as"
+                    f" `{write.param}`, which it writes")
+        elif how == "loop":
+            what = (f"{writer} overwrites `{write.code}`, which kernel `{reader_kernel}` (line {line}) read in the"
+                    f" previous iteration of this loop")
+        else:
+            what = f"{writer} overwrites `{write.code}` after kernel `{reader_kernel}` read it on line {line}"
+        message = (f"{what} {when}: `backward()` replays `{reader_kernel}` with the overwritten"
+                   f" values and its gradients are wrong, without an error; write into a separate array (one"
+                   f" buffer per step) or move the write after `backward()`")
+        data = {}
+        writer_kernel = event.launch.kernel if event.launch is not None else None
+        if writer_kernel is not None:
+            data = writer_kernel.runtime_data()  # Warp's tracker names the writing kernel
+        data.update({"array": write.code, "reader": reader_kernel, "read_line": line, "host": True})
+        context.report(self, event.node, message, data=data)
+
+
+def _describe_writer(event: HostEvent, write: ArrayRef) -> str:
+    if event.launch is not None:
+        param = f" (parameter `{write.param}`)" if write.param else ""
+        return f"kernel `{event.launch.kernel_code}`{param}"
+    if event.kind == "method":
+        return f"`{event.receiver}.{event.name}()`"
+    return f"`{event.name.replace('warp.', 'wp.')}()`"
+
+
+def _uses(code: str, names: frozenset[str]) -> bool:
+    import re
+
+    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)

@@ -1,0 +1,185 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.host import HostEvent, HostScope, zeroes_gradients
+from warp_lint.rule import Example, Rule
+
+
+class GradAccumulation(Rule):
+    """`tape.backward()` runs again without zeroing the gradients: they add up.
+
+    ## What it does
+    Flags a `tape.backward(...)` inside a loop when the same iteration has no `tape.zero()` /
+    `tape.reset()` and no zeroing of a `.grad` array (`x.grad.zero_()`, `x.grad = ...`, a launch
+    writing `x.grad`), unless every array whose `.grad` the iteration reads is allocated afresh in
+    that iteration. Also flags a second `backward()` on one tape with no zeroing between the
+    two (calls in different arms of one `if` do not count).
+
+    ## Why is this bad?
+    `backward()` adds into the `.grad` buffers; it never clears the gradients of the inputs. An
+    optimisation loop without `tape.zero()` steps along the sum of all gradients so far; a
+    Jacobian built row by row with `backward(grads=...)` mixes its rows.
+
+    ## Fix safety
+    No automatic fix: call `tape.zero()` after using the gradients (or `tape.reset()` when the
+    tape is re-recorded each iteration).
+
+    ## Warp versions
+    All versions; the factor changed. Measured on 1.19.0 (CPU), `x -> y = x*x -> z = 2y ->
+    loss`: the second `backward(loss)` without `zero()` gives `x.grad` = 2x the right value, the
+    third 3x (`backward` zeroes the gradients of the arrays the tape wrote from 1.13.0, so only
+    the inputs accumulate). Before 1.13 the intermediates' gradients accumulate too and the error
+    compounds along the chain (3x for this chain on the second call, per Warp's changelog; not
+    measured here).
+
+    ## Confirmation
+    None at run time: read from the host code.
+    """
+
+    code = "WL204"
+    name = "grad-accumulation"
+    triggers = frozenset({"backward"})
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            def optimise(tape, forward, x, loss, steps):
+                for _ in range(steps):
+                    with tape:
+                        forward()
+                    tape.backward(loss)
+                    x.assign(x.numpy() - 0.1 * x.grad.numpy())
+                    tape.zero()
+            """),
+        Example("""
+            import warp as wp
+
+            def gradients(forward, cases):
+                results = []
+                for case in cases:
+                    x = wp.array(case, dtype=float, requires_grad=True)
+                    tape = wp.Tape()
+                    with tape:
+                        loss = forward(x)
+                    tape.backward(loss)
+                    results.append(x.grad.numpy())
+                return results
+            """),
+        Example("""
+            import warp as wp
+
+            def jacobian_rows(tape, x, y, seeds):
+                rows = []
+                for seed in seeds:
+                    tape.backward(grads={y: seed})
+                    rows.append(x.grad.numpy().copy())
+                    x.grad.zero_()
+                return rows
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            def optimise(forward, optimizer, x, loss, steps):
+                tape = wp.Tape()
+                for _ in range(steps):
+                    with tape:
+                        forward()
+                    tape.backward(loss)
+                    optimizer.step([x.grad])
+            """),
+        Example("""
+            import warp as wp
+
+            def optimise(forward, x, loss, steps):
+                for _ in range(steps):
+                    tape = wp.Tape()
+                    with tape:
+                        forward()
+                    tape.backward(loss)
+                    x.assign(x.numpy() - 0.1 * x.grad.numpy())
+            """),
+        Example("""
+            import warp as wp
+
+            def twice(forward, x, loss):
+                tape = wp.Tape()
+                with tape:
+                    forward()
+                tape.backward(loss)
+                first = x.grad.numpy().copy()
+                tape.backward(loss)
+                return first, x.grad.numpy()
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        for scope in context.host_scopes:
+            backwards = scope.backwards()
+            if not backwards:
+                continue
+            for backward in backwards:
+                if backward.loops and self._accumulates_in_loop(scope, backward):
+                    self._report_loop(context, backward)
+                    continue
+                previous = self._previous_backward(scope, backwards, backward)
+                if previous is not None:
+                    line = context.position(previous.node)[0].line
+                    context.report(self, backward.node, (
+                        f"`{backward.receiver}.backward()` runs again after the one on line {line} with no"
+                        f" `{backward.receiver}.zero()` between: `backward()` adds into the `.grad` buffers, so the"
+                        f" gradients are now the sum of both; call `{backward.receiver}.zero()` before it"))
+
+    def _accumulates_in_loop(self, scope: HostScope, backward: HostEvent) -> bool:
+        loop = backward.loops[-1]
+        if _single_pass(loop):
+            return False
+        span = scope.loop(loop)
+        events = list(scope.events_between(span.start_order, span.end_order))
+        # tape.zero() on this tape (by name: `tape = wp.Tape()` in the loop rebinds it), or a `.grad` reset
+        if any(zeroes_gradients(e, e.key if e.kind == "method" and e.receiver == backward.receiver
+                                else backward.key) for e in events):
+            return False
+        # Arrays allocated afresh in the iteration start with zero gradients: fine when every array
+        # whose gradient is read (or, with none read, every array the tape's launches read) is one.
+        arrays = [e.key for e in events if e.kind == "grad"] or [
+            r.key for e in events if e.launch is not None and e.launch.recorded and e.order < backward.order
+            for r in e.launch.reads(convention=True)]
+        if arrays and all(scope.created_in(key, span.start_order, backward.order) for key in arrays):
+            return False
+        return True
+
+    def _report_loop(self, context: FileContext, backward: HostEvent) -> None:
+        tape = backward.receiver
+        context.report(self, backward.node, (
+            f"`{tape}.backward()` runs in a loop with no `{tape}.zero()` (nor a `.grad` reset) in the iteration:"
+            f" `backward()` adds into the `.grad` buffers, so every iteration's gradient includes all the earlier"
+            f" ones; call `{tape}.zero()` once the gradients are used"))
+
+    @staticmethod
+    def _previous_backward(scope: HostScope, backwards: list[HostEvent], backward: HostEvent) -> HostEvent | None:
+        earlier = [b for b in backwards if b.order < backward.order and b.key == backward.key
+                   and not b.exclusive_with(backward)]
+        if not earlier:
+            return None
+        previous = earlier[-1]
+        if previous.loops and previous.loops[-1] not in backward.loops and previous.exclusive_with(backward):
+            return None
+        if any(zeroes_gradients(e, backward.key) for e in scope.events_between(previous.order + 1, backward.order)):
+            return None
+        return previous
+
+
+def _single_pass(loop: cst.CSTNode) -> bool:
+    """A loop whose body ends in `break`/`return` at its top level runs its body once."""
+    body = getattr(loop, "body", None)
+    statements = getattr(body, "body", ())
+    if not statements:
+        return False
+    last = statements[-1]
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else ()
+    return any(isinstance(s, (cst.Break, cst.Return, cst.Raise)) for s in smalls)

@@ -1,0 +1,180 @@
+from __future__ import annotations
+
+from warp_lint.context import FileContext
+from warp_lint.host import HostEvent, HostScope, TapeRegion, backward_seeds
+from warp_lint.kernels import FunctionModel
+from warp_lint.rule import Example, Rule
+
+
+class UnrecordedLaunch(Rule):
+    """A launch inside a tape block is not differentiated, yet its output reaches the loss.
+
+    ## What it does
+    Inside a tape recording region, flags a launch with `record_tape=False`, and a launch of a
+    kernel made non-differentiable by `@wp.kernel(enable_backward=False)`,
+    `wp.set_module_options({"enable_backward": False})` or `wp.config.enable_backward = False`,
+    when what it writes reaches the loss: the loss passed to that tape's `backward()` depends on
+    it through the recorded launches (when the scope has no such `backward`, when a later recorded
+    launch in the region reads it). `record_tape=False` is reported on the launch; a disabled
+    backward on the decorator, `set_module_options` or `wp.config` line that disables it (once per
+    line), naming the launch.
+
+    ## Why is this bad?
+    An unrecorded launch is invisible to `backward()`; a kernel without an adjoint contributes
+    nothing to it. Either way the chain stops at that launch's outputs and every gradient
+    upstream is zero. Warp only warns for the `enable_backward=False` case, at `backward()` time.
+
+    ## Fix safety
+    No automatic fix: drop `record_tape=False` / `enable_backward=False` for kernels on the
+    gradient path.
+
+    ## Warp versions
+    All versions. Measured on 1.19.0 (CPU), `x -> y = x*x -> z = 2y -> loss`: with the first
+    launch `record_tape=False`, `x.grad` is [0, 0, 0] (right: [4, 8, 12]) with no warning; with its
+    kernel `enable_backward=False` (decorator, module option or `wp.config`) also [0, 0, 0], with a
+    "may produce incorrect gradients" warning from `backward()`.
+
+    ## Confirmation
+    None at run time: read from the host code.
+    """
+
+    code = "WL205"
+    name = "unrecorded-launch"
+    triggers = frozenset({"Tape", "tape"})
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            @wp.kernel(enable_backward=False)
+            def render(x: wp.array(dtype=float), image: wp.array(dtype=float)):
+                i = wp.tid()
+                image[i] = x[i]
+
+            def run(x, y, loss, image):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                    wp.launch(square, 3, inputs=[y], outputs=[loss])
+                    wp.launch(render, 3, inputs=[y], outputs=[image])
+                    wp.launch(square, 3, inputs=[x], outputs=[image], record_tape=False)
+                tape.backward(loss)
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y], record_tape=False)
+                    wp.launch(square, 3, inputs=[y], outputs=[loss])
+                tape.backward(loss)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel(enable_backward=False)
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                    wp.launch(square, 3, inputs=[y], outputs=[loss])
+                tape.backward(loss)
+            """),
+        Example("""
+            import warp as wp
+
+            wp.set_module_options({"enable_backward": False})
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, z):
+                with wp.Tape():
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                    wp.launch(square, 3, inputs=[y], outputs=[z])
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        reported: set[int] = set()
+        for scope in context.host_scopes:
+            for region in scope.regions:
+                candidates = [e for e in scope.events_in(region) if e.launch is not None and (
+                    e.launch.record_tape is False or (e.launch.kernel and not e.launch.kernel.differentiable))]
+                if not candidates:
+                    continue
+                for event in candidates:
+                    if id(event.node) in reported:
+                        continue
+                    if self._reaches_loss(scope, region, event):
+                        self._report(context, event, reported)
+
+    @staticmethod
+    def _reaches_loss(scope: HostScope, region: TapeRegion, launch_event: HostEvent) -> bool:
+        written = {w.key for w in launch_event.launch.writes(convention=True)}
+        if not written:
+            return False
+        backward = next((e for e in scope.events if e.order > launch_event.order and e.kind == "method"
+                         and e.name == "backward" and region.key and e.key == region.key), None)
+        later = [e for e in scope.events if e.launch is not None and e.launch.recorded and e.order > launch_event.order
+                 and e.region is not None and (e.region is region or (region.key and e.region.key == region.key))
+                 and (backward is None or e.order < backward.order)]
+        if backward is None or not backward_seeds(backward):
+            return any(written & {r.key for r in e.launch.reads(convention=True)} for e in later)
+        needed = {seed.key for seed in backward_seeds(backward)}
+        for event in reversed(later):  # walk back from the loss: what does it depend on?
+            if needed & {w.key for w in event.launch.writes(convention=True)}:
+                needed |= {r.key for r in event.launch.reads(convention=True)}
+        return bool(written & needed)
+
+    def _report(self, context: FileContext, event: HostEvent, reported: set[int]) -> None:
+        launch = event.launch
+        if launch.record_tape is False:
+            reported.add(id(event.node))
+            context.report(self, event.node, (
+                f"kernel `{launch.kernel_code}` is launched with `record_tape=False` inside the tape block, but its"
+                f" output reaches the loss: `backward()` never sees this launch, so every gradient upstream of it is"
+                f" zero; drop `record_tape=False`"))
+            return
+        kernel: FunctionModel = launch.kernel
+        line = context.position(event.node)[0].line
+        if kernel.options.get("enable_backward") is False:
+            node, where = kernel.decorator, "this decorator"
+        else:
+            setting = _disabling_setting(context, kernel)
+            if setting is None:
+                return
+            node = setting.node
+            where = "`wp.config.enable_backward = False`" if setting.source == "config" else \
+                "this `set_module_options`"
+        if id(node) in reported:
+            return
+        reported.add(id(node))
+        context.report(self, node, (
+            f"kernel `{kernel.name}` has no backward ({where} disables it) but is recorded on a tape on line {line}"
+            f" and its output reaches the loss: `backward()` skips it, so every gradient upstream of it is zero;"
+            f" enable backward for kernels on the gradient path"))
+
+
+def _disabling_setting(context: FileContext, kernel: FunctionModel):
+    setting = context.options.setting("enable_backward", kernel.top_level_index)
+    return setting if setting is not None and setting.value is False else None

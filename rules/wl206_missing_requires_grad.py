@@ -1,0 +1,248 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.host import HostEvent, HostScope, backward_seeds
+from warp_lint.rule import Example, Rule
+
+FLOAT_HINTS = ("float", "half", "vec", "mat", "quat", "transform", "spatial")
+
+
+class MissingRequiresGrad(Rule):
+    """An array on the gradient path is allocated without `requires_grad=True`.
+
+    ## What it does
+    Flags an allocation in the function (`wp.zeros`, `wp.empty`, `wp.full`, `wp.ones`,
+    `wp.array(...)`, `wp.from_numpy`) without `requires_grad=True` (and not switched on later
+    with `arr.requires_grad = True`) when the array is written by one recorded launch and read by a
+    later one (and the writer reads an array that may carry gradient), when its `.grad` is read, or
+    when it is the loss passed to `tape.backward`. Integer arrays are never flagged.
+    `zeros_like`, `empty_like`, `full_like`, `ones_like` and `clone` inherit the flag from their
+    source and are not flagged. Also flags `arr.requires_grad = True` set after `arr` was stored in
+    a field of a `@wp.struct` instance.
+
+    ## Why is this bad?
+    An array without `requires_grad` has no `.grad` buffer: the recorded launch that writes it
+    gets no incoming adjoint, so the chain is cut there and every gradient upstream is zero,
+    without a warning. Its `.grad` is `None`. As the loss, `backward()` raises
+    `RuntimeError: Scalar loss arrays should have requires_grad=True set before calling
+    Tape.backward()`. A struct copies the array's gradient pointer when the field is assigned:
+    switching `requires_grad` on afterwards does not reach the struct.
+
+    ## Fix safety
+    No automatic fix: add `requires_grad=True` to the allocation (before storing it in a
+    struct).
+
+    ## Warp versions
+    All versions. Measured on 1.19.0 (CPU), `x -> y = x*x -> z = 2y -> loss` with `y` allocated
+    without `requires_grad`: `x.grad` is [0, 0, 0] (right: [4, 8, 12]), `y.grad` is None, no
+    warning; the loss without it raises the RuntimeError above; `zeros_like`, `empty_like`,
+    `full_like` and `clone` of a `requires_grad` array have `requires_grad=True`. A struct field
+    assigned before `requires_grad = True`: `x.grad` [0, 0, 0] (right: [2, 4, 6]).
+
+    ## Confirmation
+    None at run time: read from the host code.
+    """
+
+    code = "WL206"
+    name = "missing-requires-grad"
+    triggers = frozenset({"Tape", "tape", "backward", "requires_grad"})
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(n):
+                x = wp.ones(n, dtype=float, requires_grad=True)
+                y = wp.zeros_like(x)
+                loss = wp.clone(x)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, n, inputs=[x], outputs=[y])
+                    wp.launch(square, n, inputs=[y], outputs=[loss])
+                tape.backward(grads={loss: wp.ones_like(loss)})
+                return x.grad
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def count(x: wp.array(dtype=float), c: wp.array(dtype=int)):
+                i = wp.tid()
+                c[i] = int(x[i])
+
+            @wp.kernel
+            def gather(c: wp.array(dtype=int), x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[c[i]]
+
+            def run(x, y, n):
+                counts = wp.zeros(n, dtype=int)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(count, n, inputs=[x], outputs=[counts])
+                    wp.launch(gather, n, inputs=[counts, x], outputs=[y])
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.struct
+            class State:
+                x: wp.array(dtype=float)
+
+            def make(n):
+                x = wp.zeros(n, dtype=float)
+                x.requires_grad = True
+                state = State()
+                state.x = x
+                return state
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, loss, n):
+                y = wp.zeros(n, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, n, inputs=[x], outputs=[y])
+                    wp.launch(square, n, inputs=[y], outputs=[loss])
+                tape.backward(loss)
+            """),
+        Example("""
+            import warp as wp
+
+            def run(forward, x):
+                loss = wp.zeros(1, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    forward(x, loss)
+                tape.backward(loss)
+            """),
+        Example("""
+            import warp as wp
+
+            def run(forward, data):
+                x = wp.array(data, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    loss = forward(x)
+                tape.backward(loss)
+                return x.grad.numpy()
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.struct
+            class State:
+                x: wp.array(dtype=float)
+
+            def make(n):
+                x = wp.zeros(n, dtype=float)
+                state = State()
+                state.x = x
+                x.requires_grad = True
+                return state
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        for scope in context.host_scopes:
+            allocations = [e for e in scope.events if e.kind == "assign" and e.allocation is not None
+                           and e.allocation.requires_grad is False and not e.allocation.integer]
+            if allocations:
+                self._check_allocations(context, scope, allocations)
+            if context.kernels.structs:
+                self._check_struct_fields(context, scope)
+
+    def _check_allocations(self, context: FileContext, scope: HostScope, allocations: list[HostEvent]) -> None:
+        enabled = {e.owner for e in scope.events if e.kind == "assign" and e.name.endswith(".requires_grad")}
+        no_grad = {e.key for e in allocations}
+        for allocation in allocations:
+            key = allocation.key
+            if key in enabled or allocation.allocation.explicit and _dtype_is_integer(allocation.allocation.dtype):
+                continue
+            reason = self._reason(context, scope, allocation, key, no_grad)
+            if reason is not None:
+                context.report(self, allocation.statement, (
+                    f"`{allocation.name}` is allocated without `requires_grad=True` but {reason}; add"
+                    f" `requires_grad=True` to this allocation"), data={"array": allocation.name})
+
+    @staticmethod
+    def _reason(context: FileContext, scope: HostScope, allocation: HostEvent, key: str, no_grad: set[str]) -> str | None:
+        writer = None
+        for event in scope.events:
+            if event.order <= allocation.order:
+                continue
+            if event.kind == "grad" and event.key == key:
+                return f"its `.grad` is read on this path (line {_line(context, event)}: it is None)"
+            if event.kind == "method" and event.name == "backward" and scope.is_tape(event) and any(
+                    s.key == key and s.param in ("", "loss") for s in backward_seeds(event)[:1]):
+                return ("it is the loss passed to `backward()`, which raises `RuntimeError: Scalar loss arrays"
+                        " should have requires_grad=True`")
+            launch = event.launch
+            if launch is None or not launch.recorded:
+                continue
+            if writer is not None and any(r.key == key for r in launch.reads()) and \
+                    (event.region is writer.region or event.region.key == writer.region.key):
+                return (f"kernel `{writer.launch.kernel_code}` writes it and kernel `{launch.kernel_code}` reads it"
+                        f" on the tape: without a `.grad` the chain is cut there, and everything upstream gets"
+                        f" zero gradient, without a warning")
+            written = [w for w in launch.writes() if w.key == key]
+            if written and not any(_integer(launch.param_dtype(w)) for w in written) and any(
+                    r.key not in no_grad for r in launch.reads() if not _integer(launch.param_dtype(r))):
+                writer = event
+        return None
+
+    def _check_struct_fields(self, context: FileContext, scope: HostScope) -> None:
+        structs = {e.key for e in scope.events if e.kind == "assign" and _constructs_struct(e, context)}
+        if not structs:
+            return
+        stored: dict[str, HostEvent] = {}  # array key -> the field assignment storing it
+        for event in scope.events:
+            if event.kind != "assign":
+                continue
+            owner, _, field = event.name.rpartition(".")
+            if owner and field != "requires_grad" and event.owner in structs and event.value is not None:
+                stored.setdefault(event.key, event)  # a plain-name value: the field's key is the array's
+            elif field == "requires_grad" and owner and isinstance(event.value, cst.Name) and \
+                    event.value.value == "True":
+                field_event = stored.get(event.owner)
+                if field_event is not None:
+                    context.report(self, event.statement, (
+                        f"`{owner}.requires_grad = True` comes after `{owner}` was stored in struct field"
+                        f" `{field_event.name}` (line {_line(context, field_event)}): the struct keeps the array as it was"
+                        f" then, without a `.grad`, so gradients through the struct are zero; set `requires_grad`"
+                        f" before assigning the field"))
+
+
+def _line(context: FileContext, event: HostEvent) -> int:
+    return context.position(event.node)[0].line
+
+
+def _integer(dtype: str | None) -> bool:
+    return dtype is not None and _dtype_is_integer(dtype)
+
+
+def _dtype_is_integer(dtype: str) -> bool:
+    last = dtype.rsplit(".", 1)[-1]
+    return bool(last) and not any(hint in last for hint in FLOAT_HINTS) and last not in ("Any", "")
+
+
+def _constructs_struct(event: HostEvent, context: FileContext) -> bool:
+    value = event.value
+    return isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and \
+        (value.func.value if isinstance(value.func, cst.Name) else value.func.attr.value) in context.kernels.structs
+

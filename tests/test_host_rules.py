@@ -1,0 +1,315 @@
+"""Host rules (WL2xx tapes, WL3xx Warp API): the host model's facts, near-misses, realistic fixtures.
+
+The rules' own VALID/INVALID examples run in test_rules.py. Here: the facts host.py derives (aliases,
+argument forms, kernel resolution), the near-misses the issue names, and the fixtures in
+tests/fixtures/host/, where each planted hazard carries `# expect: CODE` on the line it is reported on.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import libcst as cst
+import pytest
+
+from warp_lint.context import FileContext
+from warp_lint.registry import all_rules
+from warp_lint.source import decode_source
+from warp_lint.testing import lint_code
+from warp_lint.triage import triage
+
+FIXTURES = Path(__file__).parent / "fixtures" / "host"
+HOST_CODES = [code for code in all_rules() if code.startswith(("WL2", "WL3"))]
+EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
+
+KERNELS = """
+import warp as wp
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+"""
+
+
+def scopes(code: str):
+    text = textwrap.dedent(code)
+    triaged = triage(text, frozenset(), whole_file=True)
+    context = FileContext(decode_source("example.py", text.encode()), triaged, cst.parse_module(triaged.synthetic), "")
+    return context.host_scopes
+
+
+def codes(code: str, select=None, target: str = "") -> list[str]:
+    return [f.code for f in lint_code(textwrap.dedent(code), select=select or HOST_CODES, target=target)]
+
+
+# -- the host model ---------------------------------------------------------------------------
+
+def test_launch_forms_resolve_the_kernel_and_parameters():
+    scope = scopes(KERNELS + """
+def run(a, b, n):
+    k = square
+    args = [a]
+    wp.launch(square, n, [a], [b])
+    wp.launch(kernel=k, dim=n, inputs=args, outputs=[b])
+    wp.launch(dim=n, kernel=square, outputs=[b], inputs=[a])
+""")[-1]
+    for launch in scope.launches:
+        assert launch.kernel is not None and launch.kernel.name == "square"
+        assert [(r.code, r.param) for r in launch.reads()] == [("a", "x")]
+        assert [(r.code, r.param) for r in launch.writes()] == [("b", "y")]
+
+
+def test_aliases_swaps_and_rebinding_give_keys():
+    scope = scopes(KERNELS + """
+def run(state, other, n):
+    q = state.q
+    wp.launch(square, n, inputs=[q], outputs=[other])
+    wp.launch(square, n, inputs=[state.q], outputs=[other])
+    a, b = q, other
+    a, b = b, a
+    wp.launch(square, n, inputs=[a], outputs=[b])
+    q = wp.zeros(n)
+    wp.launch(square, n, inputs=[q], outputs=[other])
+""")[-1]
+    first, second, swapped, rebound = scope.launches
+    assert first.reads()[0].key == second.reads()[0].key == "state.q"
+    assert swapped.reads()[0].key == "other" and swapped.writes()[0].key == "state.q"
+    assert rebound.reads()[0].key != "state.q"
+
+
+def test_events_carry_array_effects_host_copies_and_allocations():
+    scope = scopes("""
+import warp as wp
+
+def run(x, y, n):
+    with wp.Tape() as tape:
+        wp.copy(dest=y, src=x)
+        y.zero_()
+        s = float(y.numpy()[0]) * 2.0
+        z = wp.zeros_like(x)
+        w = wp.zeros(n, dtype=wp.int32)
+    tape.backward(grads={y: z})
+    return tape.gradients[x], x.grad
+""")[-1]
+    copy = next(e for e in scope.events if e.name == "warp.copy")
+    assert [r.code for r in copy.writes] == ["y"] and [r.code for r in copy.reads] == ["x"]
+    assert [r.code for r in next(e for e in scope.events if e.name == "zero_").writes] == ["y"]
+    assigned = {e.name: e for e in scope.events if e.kind == "assign"}
+    assert assigned["s"].pulls == {"y"}
+    assert assigned["z"].allocation.requires_grad is None and assigned["z"].allocation.inherits_from.code == "x"
+    assert assigned["w"].allocation.integer
+    assert [e.receiver for e in scope.events if e.kind == "grad"] == ["x", "x"]
+    (backward,) = scope.backwards()
+    assert [s.code for s in backward.arguments] == ["y"]
+
+
+def test_tape_like_names_open_regions_and_torch_backward_is_not_a_tape():
+    scope = scopes("""
+import warp as wp
+
+def run(self, loss, example):
+    with self.tape:
+        pass
+    loss.backward()
+    example.backward()
+""")[-1]
+    assert [r.tape for r in scope.regions] == ["self.tape"]
+    assert scope.backwards() == []
+
+
+# -- near-misses the issue names ----------------------------------------------------------------
+
+@pytest.mark.parametrize("allocation", ["wp.zeros_like(x)", "wp.empty_like(x)", "wp.full_like(x, 1.0)",
+                                        "wp.clone(x)", "wp.ones_like(x)"])
+def test_wl206_inheriting_allocations_are_not_flagged(allocation):
+    assert codes(KERNELS + f"""
+def run(x, loss, n):
+    y = {allocation}
+    with wp.Tape() as tape:
+        wp.launch(square, n, inputs=[x], outputs=[y])
+        wp.launch(square, n, inputs=[y], outputs=[loss])
+    tape.backward(loss)
+""") == []
+
+
+@pytest.mark.parametrize("allocation", ["wp.zeros(n, dtype=float)", "wp.empty(n, dtype=float)",
+                                        "wp.full(n, 1.0, dtype=float)", "wp.array(data, dtype=float)",
+                                        "wp.zeros(n, dtype=float, requires_grad=False)"])
+def test_wl206_fresh_allocations_without_the_flag_are(allocation):
+    assert codes(KERNELS + f"""
+def run(x, loss, n, data):
+    y = {allocation}
+    with wp.Tape() as tape:
+        wp.launch(square, n, inputs=[x], outputs=[y])
+        wp.launch(square, n, inputs=[y], outputs=[loss])
+    tape.backward(loss)
+""") == ["WL206"]
+
+
+def test_wl201_rebinding_is_a_new_array_and_reads_before_the_write_only():
+    assert codes(KERNELS + """
+def run(x, y, n):
+    with wp.Tape() as tape:
+        x.zero_()
+        wp.launch(square, n, inputs=[x], outputs=[y])
+        x = wp.empty_like(y)
+        wp.launch(square, n, inputs=[y], outputs=[x])
+""") == []
+
+
+def test_wl201_writes_after_backward_and_in_other_if_arms_are_fine():
+    assert codes(KERNELS + """
+def run(x, y, loss, n, flag):
+    tape = wp.Tape()
+    with tape:
+        if flag:
+            wp.launch(square, n, inputs=[x], outputs=[y])
+        else:
+            x.fill_(1.0)
+    tape.backward(loss)
+    x.zero_()
+""") == []
+
+
+def test_wl201_unknown_kernels_are_not_guessed():
+    assert codes("""
+import warp as wp
+from kernels import advance
+
+def run(x, n):
+    with wp.Tape():
+        wp.launch(advance, n, inputs=[x], outputs=[x])
+""") == []
+
+
+def test_wl202_sequential_tapes_are_fine_and_nested_with_items_are_not():
+    assert codes(KERNELS + """
+def run(x, y, z, l1, l2):
+    tape1 = wp.Tape()
+    with tape1:
+        wp.launch(square, 3, inputs=[x], outputs=[y])
+    tape1.backward(l1)
+    tape2 = wp.Tape()
+    with tape2:
+        wp.launch(square, 3, inputs=[y], outputs=[z])
+    tape2.backward(l2)
+""") == []
+    assert codes("""
+import warp as wp
+
+def run(a, b):
+    with wp.Tape() as t1, wp.Tape() as t2:
+        pass
+""") == ["WL202"]
+
+
+def test_wl204_branches_reset_and_fresh_tapes():
+    assert codes("""
+import warp as wp
+
+def run(tape, loss, flag):
+    if flag:
+        tape.backward(loss)
+    else:
+        tape.backward(loss)
+""") == []
+    assert codes("""
+import warp as wp
+
+def run(forward, x, loss, steps):
+    tape = wp.Tape()
+    for _ in range(steps):
+        with tape:
+            forward()
+        tape.backward(loss)
+        x.assign(x.numpy() - 0.1 * x.grad.numpy())
+        tape.reset()
+""") == []
+
+
+def test_wl205_unrecorded_launch_off_the_loss_path_is_fine():
+    assert codes(KERNELS + """
+def run(x, y, debug, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, 3, inputs=[x], outputs=[y])
+        wp.launch(square, 3, inputs=[x], outputs=[debug], record_tape=False)
+        wp.launch(square, 3, inputs=[y], outputs=[loss])
+    tape.backward(loss)
+""") == []
+
+
+def test_wl205_config_switch_is_reported_on_its_line():
+    code = textwrap.dedent("""\
+        import warp as wp
+
+        wp.config.enable_backward = False
+
+        @wp.kernel
+        def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = x[i] * x[i]
+
+        def run(x, y, loss):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(square, 3, inputs=[x], outputs=[y])
+                wp.launch(square, 3, inputs=[y], outputs=[loss])
+            tape.backward(loss)
+        """)
+    found = lint_code(code, select=["WL205"])
+    assert [(f.code, f.start.line) for f in found] == [("WL205", 3)]
+    assert "wp.config.enable_backward = False" in code.splitlines()[2]
+
+
+def test_wl301_kept_results_and_wl302_named_masks():
+    assert codes("""
+import warp as wp
+
+def check(k, x, y):
+    ok = wp.autograd.gradcheck(k, dim=3, inputs=[x], outputs=[y], raise_exception=False)
+    return ok, wp.autograd.jacobian(k, dim=3, inputs=[x], outputs=[y], input_output_mask=[("x", "y")])
+""", target="<1.3.2") == []
+
+
+def test_wl302_is_silent_for_newer_targets():
+    code = """
+import warp as wp
+
+def check(k, x, y):
+    return wp.autograd.jacobian_fd(k, dim=3, inputs=[x], outputs=[y], input_output_mask=[(0, 0)])
+"""
+    assert codes(code, target="==1.3.1") == ["WL302"]
+    assert codes(code, target=">=1.4") == []
+
+
+@pytest.mark.parametrize("code", HOST_CODES)
+def test_host_rules_declare_triggers(code):
+    assert all_rules()[code].triggers, f"{code} must declare triggers: the triage pass parses nothing for it otherwise"
+
+
+# -- realistic fixtures -------------------------------------------------------------------------
+
+def expected(text: str) -> list[tuple[int, str]]:
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        match = EXPECT.search(line)
+        if match:
+            found += [(number, c.strip()) for c in match.group(1).split(",") if c.strip()]
+    return sorted(found)
+
+
+@pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
+def test_fixture(path):
+    text = path.read_text()
+    found = sorted((f.start.line, f.code) for f in lint_code(text, path=str(path)))
+    assert found == expected(text), "\n".join(f.message for f in lint_code(text, path=str(path)))
+
+
+def test_fixtures_cover_every_tape_rule():
+    planted = {code for path in FIXTURES.glob("*.py") for _, code in expected(path.read_text())}
+    assert planted >= {"WL201", "WL202", "WL203", "WL204", "WL205", "WL206"}
+    assert expected((FIXTURES / "sim_clean.py").read_text()) == []
