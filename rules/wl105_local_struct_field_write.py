@@ -5,9 +5,6 @@ import libcst as cst
 from warp_lint.context import FileContext
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, gradient_free
 from warp_lint.rule import Example, Rule
-from warp_lint.warp_types import HANDLE_SCALARS, INT_SCALARS
-
-NO_GRADIENT_DTYPES = INT_SCALARS | HANDLE_SCALARS | {"bool", "warp.bool"}
 
 
 class LocalStructFieldWrite(Rule):
@@ -23,8 +20,9 @@ class LocalStructFieldWrite(Rule):
     Before Warp 1.15 the adjoint of a field store on a local struct was not generated: the forward
     pass is right and the gradient flowing through the field is silently zero. Measured with
     `b = Body(); b.pos = x[i]; b.mass = m[i]; out[i] = b.mass * wp.dot(b.pos, b.pos)`: the AD
-    gradient of `x` and `m` is all zeros on 1.13.0 and 1.14.0, in a kernel and in a `@wp.func`
-    alike, and matches finite differences on 1.15.0, 1.16.0 and 1.19.0.
+    gradient of `x` and `m` is all zeros on 1.12.1, 1.13.0 and 1.14.0 (finite differences 3.41,
+    6.82, ...), in a kernel and in a `@wp.func` alike, and matches on 1.15.0, 1.16.0, 1.17.0 and
+    1.19.0.
 
     ## Fix safety
     No automatic fix. Build the struct with its values in one call, `b = Body(x[i], m[i])` (the
@@ -32,7 +30,8 @@ class LocalStructFieldWrite(Rule):
     plain locals.
 
     ## Warp versions
-    `<1.15`. Measured zero gradient on 1.13.0 and 1.14.0, correct on 1.15.0, 1.16.0 and 1.19.0.
+    `<1.15`. Measured zero gradient on 1.12.1, 1.13.0 and 1.14.0; correct on 1.15.0, 1.16.0,
+    1.17.0 and 1.19.0.
 
     ## Confirmation
     gradcheck.
@@ -137,7 +136,7 @@ class LocalStructFieldWrite(Rule):
                 if struct is None:
                     continue
                 field_type = structs[struct].fields.get(write.component)
-                if field_type is None or field_type.is_array or field_type.dtype in NO_GRADIENT_DTYPES:
+                if field_type is None or field_type.is_array or not field_type.differentiable:
                     continue
                 if gradient_free(function, write.value, context.names):
                     continue  # a literal, a counter, a kernel's scalar argument: no gradient to drop

@@ -25,8 +25,8 @@ class ArrayDoubleStore(Rule):
     Before Warp 1.13 the backward pass propagated the output gradient through *both* stores: the
     gradient of the overwritten value is not cut, so it is counted as if both values reached the
     output. Measured with `y[i] = x[i] * 2.0; y[i] = x[i] * x[i]`: on 1.12.1 the AD gradient is
-    `2x + 2` (doubled up) instead of `2x`; correct from 1.13.0 (1.13.0, 1.14.0, 1.15.0, 1.16.0 and
-    1.19.0 measured), where `tape.backward` zeroes the gradients of written arrays.
+    `2x + 2` (doubled up) instead of `2x`; correct from 1.13.0 (1.13.0 through 1.17.0 and 1.19.0
+    measured), where `tape.backward` zeroes the gradients of written arrays.
 
     ## Fix safety
     No automatic fix: compute the final value in a local and store it once.

@@ -6,13 +6,11 @@ from warp_lint.context import FileContext
 from warp_lint.cst_walk import children, mentions_name
 from warp_lint.kernels import FunctionModel, Loop, gradient_free
 from warp_lint.rule import Example, Rule
-from warp_lint.warp_types import COMPOSITE_TYPES
+from warp_lint.warp_types import COMPOSITE_TYPES, is_integer_expression
 
 # Calls whose adjoint does not read their arguments' values: a use through them stays linear.
 LINEAR_CALLS = {"float", "int", "warp.float32", "warp.float64", "warp.float16", "warp.neg", "warp.add", "warp.sub",
                 "warp.vector", "warp.matrix", "warp.atomic_add", "warp.atomic_sub", *COMPOSITE_TYPES}
-INTEGER_CONSTRUCTORS = {"int", "warp.int32", "warp.int64", "warp.uint32", "warp.uint64", "warp.int16", "warp.int8",
-                        "warp.uint8", "warp.uint16", "warp.tid"}
 # Calls with no adjoint that reads the argument's value: assertions, printing, stores.
 NON_DIFFERENTIABLE_USES = {"warp.expect_eq", "warp.expect_neq", "warp.expect_near", "warp.printf", "warp.print",
                            "print", "warp.tile_store", "warp.tile_atomic_add", "warp.atomic_min", "warp.atomic_max",
@@ -28,17 +26,21 @@ class DynamicLoopCarriedUse(Rule):
     (`l = s / norm`, `return s / norm`), a product with something that is not a literal
     (`s * w`), a power, or a call such as `wp.sqrt(s)`. Locals computed after the loop from such
     a local carry the problem on, so `m = s + 1.0` followed by `out[0] = m * m` is flagged at the
-    product. Linear uses (`return s`, `out[0] = 2.0 * s`, `s + c`) are fine.
+    product. Linear uses (`return s`, `out[0] = 2.0 * s`, `s + c`), products and numerators whose
+    other operand carries no gradient (a literal, a module constant, a kernel's scalar argument),
+    assertions and prints (`wp.expect_eq`), integer counters and tiles are not flagged.
 
     ## Why is this bad?
     Warp's backward pass for a function replays its forward code, but a dynamic loop's forward
     iterations are not replayed before the code after it: the reverse code after the loop sees
     the local's value from *before* the loop (often `0.0`). The adjoint of `s / norm` then divides
-    by zero, and the gradient is `inf`/`NaN` or silently wrong. Measured on 1.12.1, 1.13.0, 1.14.0,
-    1.15.0, 1.16.0 and 1.19.0 with a weighted mean (`s += x[j] * w[j]; norm += w[j]` in a
+    by zero, and the gradient is `inf`/`NaN` or silently wrong. Measured on 1.12.1 through 1.17.0
+    and 1.19.0 with a weighted mean (`s += x[j] * w[j]; norm += w[j]` in a
     `range(n)` loop, then `s / norm`): AD gives `inf`/`NaN` for every element where finite
     differences give 0.19, 0.38, ..., in a `@wp.func` and in a kernel alike; `return wp.sqrt(s)`
-    gives `inf`. `return s * 2.0` is correct.
+    gives `inf`; `out[0] = s * c[0]` in a kernel gives 0 for `c` (finite differences 4.55).
+    `return s * 2.0` is correct, and so is a product with a kernel's scalar argument or a constant,
+    whose adjoint does not read the stale value (those are not flagged).
 
     ## Fix safety
     No automatic fix. Return the accumulated values from a `@wp.func` that holds the loop and do
@@ -46,7 +48,8 @@ class DynamicLoopCarriedUse(Rule):
     every release above): the caller's backward pass replays the whole call.
 
     ## Warp versions
-    All versions (measured on 1.12.1 through 1.19.0).
+    All versions (measured on 1.12.1 through 1.19.0); loops that are dynamic only because of a
+    `continue`, `<1.17`.
 
     ## Confirmation
     gradcheck (a wrong gradient is usually `inf`/`NaN`).
@@ -193,21 +196,12 @@ def _carried_locals(context: FileContext, function: FunctionModel, loop: Loop) -
             continue
         before = [b for b in function.bindings if b.name == binding.name and b.order < loop.start_order]
         defined_before = before or any(p.name == binding.name and not p.type.is_array for p in function.params)
-        if not defined_before or any(p.name == binding.name and p.type.dtype in INTEGER_CONSTRUCTORS
-                                     for p in function.params):
+        if not defined_before or any(p.name == binding.name and not p.type.differentiable for p in function.params):
             continue
-        if before and (_integer(context, before[-1].value) or _tile(context, before[-1].value)):
+        if before and (is_integer_expression(before[-1].value, context.names) or _tile(context, before[-1].value)):
             continue
         names.add(binding.name)
     return names
-
-
-def _integer(context: FileContext, value) -> bool:
-    if isinstance(value, cst.UnaryOperation):
-        value = value.expression
-    if isinstance(value, cst.Integer):
-        return True
-    return isinstance(value, cst.Call) and _callee(context, value) in INTEGER_CONSTRUCTORS
 
 
 def _tile(context: FileContext, value) -> bool:

@@ -24,6 +24,7 @@ def generated(x: wp.array(dtype=float), x3: wp.array(dtype=wp.vec3), n: int,
     i = wp.tid()
     t = float(0.0)
     s = float(1.0)
+    p = float(1.0)
 """
 
 values = st.sampled_from(["x[i]", "1.5", "t", "x[i] * 2.0", "wp.sin(x[i])", "s + x[i]", "-x[i]"])
@@ -35,7 +36,8 @@ SAFE = [
     st.builds("    wp.atomic_add(out, 0, {})\n".format, values),
     st.builds("    out3[i] = wp.vec3({}, {}, {})\n".format, values, values, values),
     st.builds("    for j in range(n):\n        s += {}\n".format, values),
-    st.builds("    for j in range(4):\n        s = s * {}\n".format, values),
+    # A product on its own local: after a dynamic loop accumulated `s`, `s * ...` is WL107's hazard.
+    st.builds("    for j in range(4):\n        p = p * {}\n".format, values),
     st.builds("    if x[i] > 0.5:\n        t = {}\n".format, values),
 ]
 HAZARDS = {

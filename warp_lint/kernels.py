@@ -54,6 +54,8 @@ class ArrayAccess:
     component: str | None = None  # "x" / "0" for a component store: y[i].x = ...
     operator: str | None = None  # "*=" for augmented stores
     via: str | None = None  # the @wp.func through which it happens
+    loops: tuple["Loop", ...] = ()  # the loops around it, outermost first (empty for helper effects)
+    branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
 
 
 @dataclasses.dataclass
@@ -93,6 +95,71 @@ class Loop:
     parent: Loop | None = None
 
 
+@dataclasses.dataclass(frozen=True)
+class Branch:
+    """One arm of an ``if`` around a fact: ``arm`` 0 is the body, 1 the ``else``/``elif`` part."""
+
+    node: cst.If
+    arm: int
+
+    def excludes(self, other: "Branch") -> bool:
+        """Whether the two arms can never both run in one pass (same ``if``, different arms)."""
+        return self.node is other.node and self.arm != other.arm
+
+
+def mutually_exclusive(first: tuple[Branch, ...], second: tuple[Branch, ...]) -> bool:
+    """Whether two facts sit in different arms of one ``if``, so at most one of them runs."""
+    return any(a.excludes(b) for a in first for b in second)
+
+
+@dataclasses.dataclass
+class CallSite:
+    """Any call in a body: ``wp.sqrt(x)``, ``helper(a, i)``, ``wp.grad(f)(x)``.
+
+    ``order`` is the number of ordered facts (accesses, bindings, component writes, helper calls)
+    recorded before it, so ties are possible; compare with ``Loop.start_order``/``end_order``.
+    """
+
+    name: str | None  # "warp.sqrt" for Warp names, the dotted name otherwise ("helper"), None: not a name
+    node: cst.Call
+    statement: cst.CSTNode | None
+    order: int
+    loops: tuple["Loop", ...] = ()
+    branches: tuple[Branch, ...] = ()
+
+
+@dataclasses.dataclass
+class ConditionalExpression:
+    """A Python conditional expression (``a if c else b``) in a body."""
+
+    node: cst.IfExp
+    statement: cst.CSTNode | None
+    order: int
+    loops: tuple["Loop", ...] = ()
+
+
+@dataclasses.dataclass
+class StatementSite:
+    """One small statement (``x = ...``, ``return ...``, ``out[i] = ...``) in evaluation order."""
+
+    node: cst.BaseSmallStatement
+    order: int  # facts recorded before it (see CallSite.order)
+    loops: tuple["Loop", ...] = ()
+    branches: tuple[Branch, ...] = ()
+
+
+@dataclasses.dataclass
+class AdjointWrite:
+    """``wp.adjoint[x] = ...`` / ``+=`` in a ``@wp.func_grad`` body."""
+
+    name: str  # the code of the subscript: "x"
+    node: cst.CSTNode  # the Assign / AugAssign
+    target: cst.Subscript
+    value: cst.BaseExpression
+    operator: str | None  # None for `=`
+    order: int
+
+
 @dataclasses.dataclass
 class HelperCall:
     helper: str
@@ -118,6 +185,15 @@ class FunctionModel:
     loops: list[Loop] = dataclasses.field(default_factory=list)
     helper_calls: list[HelperCall] = dataclasses.field(default_factory=list)
     tid_arity: int = 0
+    calls: list[CallSite] = dataclasses.field(default_factory=list)  # every call, in evaluation order
+    conditionals: list[ConditionalExpression] = dataclasses.field(default_factory=list)
+    statements: list[StatementSite] = dataclasses.field(default_factory=list)  # every small statement
+    adjoint_writes: list[AdjointWrite] = dataclasses.field(default_factory=list)
+
+    @property
+    def decorator_args(self) -> list[cst.Arg]:
+        """The decorator's arguments: ``@wp.func_native(snippet, adj_snippet=...)``, ``@wp.func_grad(f)``."""
+        return list(self.decorator.decorator.args) if isinstance(self.decorator.decorator, cst.Call) else []
 
     @property
     def arrays(self) -> dict[str, Param]:
@@ -254,6 +330,7 @@ class _BodyScanner:
         self.shadowed = {p.name for p in model.params}
         self.options = options
         self.statement_now: cst.CSTNode | None = None
+        self.branches: list[Branch] = []
 
     # -- helpers --------------------------------------------------------------------------
     def next_order(self) -> int:
@@ -289,12 +366,16 @@ class _BodyScanner:
                 self.small(small)
         elif isinstance(statement, cst.If):
             self.expression(statement.test)
+            self.branches.append(Branch(statement, 0))
             self.block(statement.body)
+            self.branches.pop()
             if statement.orelse is not None:
+                self.branches.append(Branch(statement, 1))
                 if isinstance(statement.orelse, cst.If):
                     self.statement(statement.orelse)
                 else:
                     self.block(statement.orelse.body)
+                self.branches.pop()
         elif isinstance(statement, cst.For):
             self.expression(statement.iter)
             self.loop(statement)
@@ -319,6 +400,7 @@ class _BodyScanner:
 
     def small(self, small: cst.BaseSmallStatement) -> None:
         self.statement_now = small
+        self.model.statements.append(StatementSite(small, self.order, tuple(self.loops), tuple(self.branches)))
         if isinstance(small, cst.Assign):
             self.expression(small.value)
             if isinstance(small.value, cst.Call) and self.qualify(small.value.func) == "warp.tid":
@@ -363,6 +445,12 @@ class _BodyScanner:
             if isinstance(target.value, cst.Name):
                 self.component_write(target.value.value, _index_code(target), value, statement, operator, False)
                 return
+            if self.qualify(target.value) == "warp.adjoint":
+                for element in target.slice:
+                    self.expression(element.slice)
+                self.model.adjoint_writes.append(
+                    AdjointWrite(_index_code(target), statement, target, value, operator, self.order))
+                return
         if isinstance(target, cst.Attribute):
             base = target.value
             if isinstance(base, cst.Subscript) and self.array_of(base.value):
@@ -387,7 +475,8 @@ class _BodyScanner:
 
     def access(self, array, kind, node, statement, index="", component=None, operator=None, via=None) -> None:
         self.model.accesses.append(
-            ArrayAccess(array, kind, node, statement, self.next_order(), index, component, operator, via)
+            ArrayAccess(array, kind, node, statement, self.next_order(), index, component, operator, via,
+                        tuple(self.loops), tuple(self.branches))
         )
 
     def bind(self, name: str, value, statement, operator) -> None:
@@ -427,11 +516,19 @@ class _BodyScanner:
                 stack.append(current.value)
                 continue
             elif isinstance(current, cst.Call):
+                self.model.calls.append(CallSite(self.call_name(current.func), current, self.statement_now, self.order,
+                                                 tuple(self.loops), tuple(self.branches)))
                 if self.call(current):
                     continue
+            elif isinstance(current, cst.IfExp):
+                self.model.conditionals.append(
+                    ConditionalExpression(current, self.statement_now, self.order, tuple(self.loops)))
             elif isinstance(current, (cst.Lambda, cst.BaseComp)):
                 continue
             stack.extend(reversed(list(_expression_children(current))))
+
+    def call_name(self, func: cst.BaseExpression) -> str | None:
+        return self.qualify(func) or dotted_name(func)
 
     def call(self, call: cst.Call) -> bool:
         """Record the call's effect on arrays; True when its arguments were handled here."""
@@ -500,6 +597,55 @@ class _BodyScanner:
         if cst.Continue in exits:
             return True, "its body has a `continue` (unrolled from Warp 1.17)", "<1.17"
         return dynamic, reason, ""
+
+
+_CONVERSIONS = {"float", "int", "warp.float32", "warp.float64", "warp.float16", "warp.int32", "warp.int64",
+                "warp.uint32", "warp.uint64", "warp.int8", "warp.int16", "warp.uint8", "warp.uint16"}
+
+
+_INDEX_CALLS = {"warp.tid", "len", "warp.len"}
+
+
+def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames, _seen: frozenset[str] = frozenset()
+                  ) -> bool:
+    """Whether ``node`` carries no gradient anyone can observe: literals, module constants (Warp captures
+    globals as compile-time constants), loop counters, a kernel's non-array arguments (their adjoints are
+    never returned), array shapes, and locals computed only from these by arithmetic, indexing and
+    scalar conversions. Conservative: any other call, or an array read, carries a gradient."""
+    def free(child):
+        return gradient_free(function, child, names, _seen)
+
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return True
+    if isinstance(node, cst.Name):
+        if node.value in _seen or node.value in ("True", "False"):
+            return True
+        params = {p.name: p for p in function.params}
+        if node.value in params:
+            return function.kind == "kernel" and not params[node.value].type.is_array
+        bindings = [b for b in function.bindings if b.name == node.value]
+        if not bindings:
+            return True  # a module constant or a loop variable
+        seen = _seen | {node.value}
+        return all(b.value is not None and gradient_free(function, b.value, names, seen) for b in bindings)
+    if isinstance(node, cst.UnaryOperation):
+        return free(node.expression)
+    if isinstance(node, (cst.BinaryOperation, cst.Comparison)):
+        parts = [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [
+            node.left, *(c.comparator for c in node.comparisons)]
+        return all(free(part) for part in parts)
+    if isinstance(node, cst.Call):
+        callee = names.qualify(node.func, {p.name for p in function.params}) or dotted_name(node.func)
+        if callee in _INDEX_CALLS:
+            return True
+        return callee in _CONVERSIONS and all(free(a.value) for a in node.args)
+    if isinstance(node, cst.Subscript):
+        if isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
+            return True
+        return free(node.value) and all(free(e.slice.value) for e in node.slice if isinstance(e.slice, cst.Index))
+    if isinstance(node, cst.Attribute):
+        return node.attr.value in ("shape", "size", "ndim") or free(node.value)
+    return False
 
 
 _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]

@@ -1,0 +1,225 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.cst_walk import mentions_name, signed_terms
+from warp_lint.kernels import CallSite, FunctionModel, LocalBinding
+from warp_lint.rule import Example, Rule
+from warp_lint.warp_types import code_of
+
+EARLY_EXITS = (cst.Return, cst.Continue, cst.Break)
+
+
+class SqrtAtZero(Rule):
+    """A hand-rolled norm (`wp.sqrt(wp.dot(d, d))`) has an infinite adjoint at zero.
+
+    ## What it does
+    Flags `wp.sqrt(q)` and `wp.pow(q, 0.5)` where `q` is a squared norm written out by hand:
+    `wp.dot(d, d)`, `wp.length_sq(d)`, a sum of squares (`x * x + y * y`, `x ** 2.0 + ...`), or a
+    local assigned one of these (`d2 = wp.dot(d, d); r = wp.sqrt(d2)`). Not flagged: `wp.length`
+    and `wp.normalize`, a squared norm plus anything else (`wp.sqrt(wp.dot(d, d) + eps)`), and a
+    `wp.sqrt` inside an `if` (or after an early `return`/`continue`) whose condition tests the
+    squared norm.
+
+    ## Why is this bad?
+    The adjoint of `sqrt(q)` is `0.5 / sqrt(q)`, infinite at `q = 0`, and the chain rule multiplies
+    it by `d = 0`: `inf * 0 = NaN`. Coincident points (a particle on itself, a contact at zero
+    distance, a zero velocity) turn every gradient that touches them into `NaN`, while the forward
+    value (0) is fine. Value-dependent: only inputs that hit zero show it. `wp.length` and
+    `wp.normalize` guard their adjoints at zero. Measured on 1.12.1 through 1.19.0 with
+    `d = a[i] - b[i]`, `a[1] == b[1]`: `wp.sqrt(wp.dot(d, d))` and `wp.pow(wp.dot(d, d), 0.5)` give
+    AD `NaN` where finite differences give 0; `wp.length(d)` gives 0.
+
+    ## Fix safety
+    No automatic fix (the replacement changes the gradient at zero, which is the point, and a
+    scalar sum of squares needs a vector built first). Use `wp.length(d)` (or
+    `wp.length(wp.vec2(x, y))`), or guard the zero case with an `if`.
+
+    ## Warp versions
+    All versions (measured on 1.12.1 through 1.19.0).
+
+    ## Confirmation
+    gradcheck, and a check that the gradients are finite; value-dependent, so "cleared" only
+    means the inputs tried had no zero-length difference.
+    """
+
+    code = "WL110"
+    name = "sqrt-at-zero"
+    runtime_strategy = ("gradcheck",)
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def distance(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+                i = wp.tid()
+                out[i] = wp.length(a[i] - b[i])
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def distance(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+                i = wp.tid()
+                d = a[i] - b[i]
+                out[i] = wp.sqrt(wp.dot(d, d) + 1.0e-8)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def distance(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+                i = wp.tid()
+                d = a[i] - b[i]
+                d2 = wp.dot(d, d)
+                if d2 > 0.0:
+                    out[i] = wp.sqrt(d2)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def speed(vx: float, vy: float):
+                return wp.sqrt(vx * vy)
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def distance(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+                i = wp.tid()
+                d = a[i] - b[i]
+                out[i] = wp.sqrt(wp.dot(d, d))
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def speed(vx: float, vy: float):
+                return wp.sqrt(vx * vx + vy * vy)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def distance(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+                i = wp.tid()
+                d = a[i] - b[i]
+                d2 = wp.length_sq(d)
+                out[i] = wp.pow(d2, 0.5)
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        for function in context.kernels.functions:
+            if not function.differentiable or function.kind not in ("kernel", "func"):
+                continue
+            reported: set[int] = set()
+            for call in function.calls:
+                argument = _root_argument(call)
+                if argument is None:
+                    continue
+                bases = _squared_norm(context, function, call, argument, follow=True)
+                statement = call.statement or call.node
+                if bases is None or id(statement) in reported or _guarded(function, call, argument, bases):
+                    continue
+                reported.add(id(statement))
+                spelled = call.name.replace("warp.", "wp.")
+                instead = _instead(bases)
+                context.report(
+                    self, statement,
+                    f"`{spelled}` of a squared norm (`{context.code(argument)}`) has an infinite adjoint at zero:"
+                    f" gradients are NaN where the norm is 0 (value-dependent: coincident points); use"
+                    f" {instead}, whose adjoint is guarded",
+                    data={**function.runtime_data(), "check_nonfinite": True},
+                )
+
+
+def _instead(bases: dict[str, bool]) -> str:
+    codes = list(bases)
+    if len(codes) == 1 and bases[codes[0]]:
+        return f"`wp.length({codes[0]})`"
+    if len(codes) == 1:
+        return f"`wp.abs({codes[0]})`"
+    if 2 <= len(codes) <= 4 and not any(bases.values()):
+        return f"`wp.length(wp.vec{len(codes)}({', '.join(codes)}))`"
+    return "`wp.length` of a vector"
+
+
+def _root_argument(call: CallSite) -> cst.BaseExpression | None:
+    args = call.node.args
+    if call.name == "warp.sqrt" and len(args) == 1:
+        return args[0].value
+    if call.name == "warp.pow" and len(args) == 2 and isinstance(args[1].value, cst.Float) \
+            and float(args[1].value.value) == 0.5:
+        return args[0].value
+    return None
+
+
+def _squared_norm(context: FileContext, function: FunctionModel, call: CallSite, node: cst.BaseExpression,
+                  follow: bool) -> dict[str, bool] | None:
+    """The values whose squares make up ``node`` (code -> whether it is a vector), or None."""
+    if isinstance(node, cst.Name) and follow:
+        binding = _binding_before(function, node.value, call.order)
+        if binding is None or binding.value is None or binding.operator is not None:
+            return None
+        return _squared_norm(context, function, call, binding.value, follow=False)
+    terms = signed_terms(node)
+    bases: dict[str, bool] = {}
+    for sign, term in terms:
+        base = _square_base(context, term)
+        if sign < 0 or base is None:
+            return None
+        bases[base[0]] = base[1]
+    return bases
+
+
+def _square_base(context: FileContext, term: cst.BaseExpression) -> tuple[str, bool] | None:
+    """(the squared value's code, whether it is a vector) for `x * x`, `x ** 2`, `wp.dot(d, d)`."""
+    if isinstance(term, cst.BinaryOperation):
+        if isinstance(term.operator, cst.Multiply) and code_of(term.left) == code_of(term.right):
+            return code_of(term.left), False
+        if isinstance(term.operator, cst.Power) and isinstance(term.right, (cst.Integer, cst.Float)) \
+                and float(term.right.value) == 2.0:
+            return code_of(term.left), False
+        return None
+    if isinstance(term, cst.Call):
+        name = context.names.qualify(term.func)
+        args = [a.value for a in term.args]
+        if name == "warp.dot" and len(args) == 2 and code_of(args[0]) == code_of(args[1]):
+            return code_of(args[0]), True
+        if name == "warp.length_sq" and len(args) == 1:
+            return code_of(args[0]), True
+    return None
+
+
+def _binding_before(function: FunctionModel, name: str, order: int) -> LocalBinding | None:
+    found = None
+    for binding in function.bindings:
+        if binding.name == name and binding.order <= order:
+            found = binding
+    return found
+
+
+def _guarded(function: FunctionModel, call: CallSite, argument: cst.BaseExpression, bases: dict[str, bool]) -> bool:
+    """An enclosing `if` (or an earlier early exit) tests the squared norm or its vector."""
+    names = {argument.value} if isinstance(argument, cst.Name) else set()
+    names |= {base for base in bases if base.isidentifier()}
+    if not names:
+        return False
+
+    def tests_it(node: cst.If) -> bool:
+        return any(mentions_name(node.test, name) for name in names)
+
+    if any(tests_it(branch.node) for branch in call.branches):
+        return True
+    for site in function.statements:
+        if site.node is call.statement:
+            break
+        if isinstance(site.node, EARLY_EXITS) and any(tests_it(branch.node) for branch in site.branches):
+            return True
+    return False

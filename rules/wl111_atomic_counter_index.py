@@ -1,0 +1,169 @@
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.cst_walk import mentions_name, walk
+from warp_lint.kernels import ArrayAccess, CallSite, FunctionModel
+from warp_lint.rule import Example, Rule
+from warp_lint.warp_types import code_of
+
+# `atomic_inc` is listed for completeness: Warp 1.19 has no such builtin.
+COUNTER_ATOMICS = {"warp.atomic_add", "warp.atomic_sub", "warp.atomic_inc"}
+
+
+class AtomicCounterIndex(Rule):
+    """The result of `wp.atomic_add` is used as an array index (`slot = wp.atomic_add(count, 0, 1); out[slot] = v`).
+
+    ## What it does
+    Flags `wp.atomic_add` and `wp.atomic_sub` calls whose returned value (the
+    counter's old value) becomes, directly or through locals computed from it, the index of an
+    access to a floating-point array in a differentiable kernel or `@wp.func`: stream compaction
+    and slot allocation. Not flagged: a `@wp.func` that has a `@wp.func_replay`, indices into
+    integer arrays (no gradient flows there), and atomics whose result is not used as an index.
+
+    ## Why is this bad?
+    The backward pass replays the forward code, atomics included: the replayed `atomic_add`
+    increments the counter again and returns a *different* slot, so each thread's adjoint reads
+    the gradient of another slot (or of one past the live data). Measured on 1.12.1 through
+    1.19.0 with three threads compacting `out[slot] = 2 * x[i]`: AD `[2.27, 0, 0]` against finite
+    differences `[2.27, 1.54, 1.08]`. Moving the reservation into a `@wp.func` with a
+    `@wp.func_replay` that returns the slot recorded in the forward pass gives the right gradient.
+
+    ## Fix safety
+    No automatic fix. Put the reservation in a `@wp.func` that stores the slot per thread, and
+    give it a `@wp.func_replay` that reads the stored slot instead of incrementing the counter; or
+    compute the slots in a separate, non-differentiable pass (a prefix sum).
+
+    ## Warp versions
+    All versions (measured on 1.12.1 through 1.19.0).
+
+    ## Confirmation
+    gradcheck.
+    """
+
+    code = "WL111"
+    name = "atomic-counter-index"
+    runtime_strategy = ("gradcheck",)
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+                slot = wp.atomic_add(counter, 0, 1)
+                slots[i] = slot
+                return slot
+
+            @wp.func_replay(reserve)
+            def replay_reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+                return slots[i]
+
+            @wp.kernel
+            def compact(x: wp.array(dtype=float), counter: wp.array(dtype=int), slots: wp.array(dtype=int),
+                        out: wp.array(dtype=float)):
+                i = wp.tid()
+                if x[i] > 0.0:
+                    slot = reserve(counter, slots, i)
+                    out[slot] = x[i] * 2.0
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def collect(x: wp.array(dtype=float), counter: wp.array(dtype=int), ids: wp.array(dtype=int)):
+                i = wp.tid()
+                if x[i] > 0.0:
+                    slot = wp.atomic_add(counter, 0, 1)
+                    ids[slot] = i
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel(enable_backward=False)
+            def compact(x: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):
+                i = wp.tid()
+                if x[i] > 0.0:
+                    slot = wp.atomic_add(counter, 0, 1)
+                    out[slot] = x[i] * 2.0
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def compact(x: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):
+                i = wp.tid()
+                if x[i] > 0.0:
+                    slot = wp.atomic_add(counter, 0, 1)
+                    out[slot] = x[i] * 2.0
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def emit(x: wp.array(dtype=wp.vec3), counter: wp.array(dtype=int), out: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                base = wp.atomic_add(counter, 0, 2)
+                out[base + 1] = x[i]
+                out[wp.atomic_add(counter, 0, 1)] = x[i] * 2.0
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        functions = context.kernels.functions
+        replayed = {_replay_target(f) for f in functions if f.kind == "func_replay"}
+        for function in functions:
+            if not function.differentiable or function.kind not in ("kernel", "func"):
+                continue
+            if function.kind == "func" and function.name in replayed:
+                continue
+            for call in function.calls:
+                if call.name not in COUNTER_ATOMICS:
+                    continue
+                access = _indexed_access(function, call)
+                if access is None:
+                    continue
+                spelled = call.name.replace("warp.", "wp.")
+                context.report(
+                    self, call.node,
+                    f"The result of `{spelled}` indexes `{access.array}[{access.index}]`: the backward pass replays"
+                    f" the atomic, gets another slot and puts the adjoint in the wrong place; record the slot and"
+                    f" replay it with a @wp.func_replay, or compute the slots in a separate pass",
+                    data=function.runtime_data(),
+                )
+
+
+def _replay_target(function: FunctionModel) -> str | None:
+    args = function.decorator_args
+    return args[0].value.value if args and isinstance(args[0].value, cst.Name) else None
+
+
+def _indexed_access(function: FunctionModel, call: CallSite) -> ArrayAccess | None:
+    """The first access to a differentiable array whose index holds the atomic's result."""
+    statement = call.statement
+    derived: set[str] = set()
+    if isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None and any(
+            node is call.node for node in walk(statement.value)):
+        targets = statement.targets if isinstance(statement, cst.Assign) else [statement]
+        derived |= {t.target.value for t in targets if isinstance(t.target, cst.Name)}
+    for binding in function.bindings:  # locals computed from the slot
+        if binding.order > call.order and binding.value is not None and any(
+                mentions_name(binding.value, name) for name in derived):
+            derived.add(binding.name)
+    code = code_of(call.node)
+    for access in function.accesses:
+        if access.via is not None or access.order < call.order:
+            continue
+        param = function.arrays.get(access.array)
+        if param is None or not param.type.differentiable:
+            continue
+        if access.statement is statement and code in access.index:
+            return access  # out[wp.atomic_add(counter, 0, 1)] = v
+        if derived & set(re.findall(r"[A-Za-z_]\w*", access.index)):
+            return access
+    return None

@@ -1,0 +1,145 @@
+from __future__ import annotations
+
+import re
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.kernels import FunctionModel
+from warp_lint.rule import Example, Rule
+# `wp.tile[int, 1]`, `wp.array[wp.int32]`: containers of integers.
+INTEGER_ELEMENT = re.compile(r"\[(int|bool|(wp|warp)\.(u?int\d*|bool))\b")
+
+
+class FuncNativeNoAdjoint(Rule):
+    """A `@wp.func_native` snippet without an `adj_snippet` is called from a differentiable kernel.
+
+    ## What it does
+    Flags `@wp.func_native(snippet)` functions that have no `adj_snippet` (keyword or second
+    positional argument), take a floating-point value or array, and are called by a
+    differentiable kernel or `@wp.func` in the same file. Native functions given an
+    `adj_snippet`, functions on integers and handles only, ones called only from kernels with
+    `enable_backward=False`, and ones with a `wp.ref[T]` parameter (Warp 1.19 refuses those in a
+    backward kernel with an error) are not flagged.
+
+    ## Why is this bad?
+    Warp cannot differentiate native code: without `adj_snippet` the generated adjoint is empty,
+    and the gradient through the call stops, silently. Measured on 1.12.1 through 1.19.0 with
+    `out[tid] = x[tid] * x[tid]` as a snippet: AD gradient `[0, 0]` against finite differences
+    `[1.14, 2.31]`; with `adj_snippet="adj_x[tid] += 2.0f * x[tid] * adj_out[tid];"` it matches.
+
+    ## Fix safety
+    No automatic fix: write the adjoint (`adj_snippet=`, using `adj_`-prefixed argument names and
+    `adj_ret`), or launch the calling kernels with `enable_backward=False` when no gradient is
+    wanted.
+
+    ## Warp versions
+    All versions (measured on 1.12.1 through 1.19.0).
+
+    ## Confirmation
+    gradcheck of the kernels that call the function.
+    """
+
+    code = "WL113"
+    name = "func-native-no-adjoint"
+    runtime_strategy = ("gradcheck",)
+
+    VALID = [
+        Example('''
+            import warp as wp
+
+            @wp.func_native("out[tid] = x[tid] * x[tid];", adj_snippet="adj_x[tid] += 2.0f * x[tid] * adj_out[tid];")
+            def square_into(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int): ...
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                square_into(x, out, i)
+            '''),
+        Example('''
+            import warp as wp
+
+            @wp.func_native("out[tid] = x[tid] * x[tid];")
+            def square_into(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int): ...
+
+            @wp.kernel(enable_backward=False)
+            def square(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                square_into(x, out, i)
+            '''),
+        Example('''
+            import warp as wp
+
+            @wp.func_native("ids[tid] = tid * 2;")
+            def label(ids: wp.array(dtype=int), tid: int): ...
+
+            @wp.kernel
+            def tag(ids: wp.array(dtype=int)):
+                label(ids, wp.tid())
+            '''),
+    ]
+    INVALID = [
+        Example('''
+            import warp as wp
+
+            @wp.func_native("out[tid] = x[tid] * x[tid];")
+            def square_into(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int): ...
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                square_into(x, out, i)
+            '''),
+        Example('''
+            import warp as wp
+
+            snippet = "return a * b;"
+
+            @wp.func_native(snippet)
+            def mul(a: float, b: float) -> float: ...
+
+            @wp.func
+            def energy(a: float, b: float):
+                return mul(a, b) * 0.5
+            '''),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        functions = context.kernels.functions
+        for native in functions:
+            if native.kind != "func_native" or _has_adjoint(native) or not _carries_gradient(native):
+                continue
+            callers = [f for f in functions if f.differentiable and f.kind in ("kernel", "func")
+                       and any(call.name == native.name for call in f.calls)]
+            if not callers:
+                continue
+            kernel = next((f for f in callers if f.kind == "kernel"), callers[0])
+            context.report(
+                self, native.decorator,
+                f"`{native.name}` is native code without an `adj_snippet`, called from the differentiable"
+                f" `{kernel.name}`: the gradient through it is silently zero; add an `adj_snippet` or launch"
+                f" with enable_backward=False",
+                data=kernel.runtime_data(),
+            )
+
+
+def _has_adjoint(native: FunctionModel) -> bool:
+    args = native.decorator_args
+    positional = [a for a in args if a.keyword is None]
+    adjoint = positional[1] if len(positional) >= 2 else next(
+        (a for a in args if a.keyword is not None and a.keyword.value == "adj_snippet"), None)
+    return adjoint is not None and not (isinstance(adjoint.value, cst.Name) and adjoint.value.value == "None")
+
+
+def _carries_gradient(native: FunctionModel) -> bool:
+    """A parameter that can carry a gradient; False too when a `wp.ref[T]` parameter makes Warp refuse
+    the call from a backward kernel (an error, not a silent zero)."""
+    carries = False
+    for param in native.params:
+        kind, annotation = param.type.kind, param.type.annotation.replace(" ", "")
+        if "ref[" in annotation:
+            return False
+        if kind in ("array", "scalar", "composite") and not param.type.differentiable or INTEGER_ELEMENT.search(annotation):
+            continue
+        carries = True
+    return carries

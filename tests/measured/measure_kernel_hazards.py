@@ -1,0 +1,514 @@
+"""Measure the kernel hazards behind WL105-WL114: autodiff (wp.Tape) against central finite differences.
+
+Runs with whatever ``warp`` the interpreter imports, on the CPU, so the same script measures every
+release (``/tmp/w1140/bin/python tests/measured/measure_kernel_hazards.py``). Each case is written to
+its own module file, so a case a release cannot compile fails alone. Prints one JSON object per case:
+the Warp version, AD and FD gradients, the largest error, and a verdict:
+
+- ``match``: ``|AD - FD| <= 1e-3 + 1e-2 * |FD|`` everywhere (numpy allclose, as ``warp.autograd``);
+- ``wrong``: finite but different; ``nonfinite``: AD has inf/NaN where FD is finite;
+- ``error``: the case did not compile or run on this release (the message says why).
+
+Usage: ``python measure_kernel_hazards.py [CASE ...]`` (all cases when none are named).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import textwrap
+import traceback
+
+import numpy as np
+
+HEADER = "import warp as wp\n"
+
+# Each case: source (a module defining `kernel`), params in signature order:
+#   ("in", values) a differentiable float32 / vec3 input; ("out", shape) an output summed into the loss
+#   with fixed weights; ("const", values) a non-differentiable array re-created for every launch;
+#   ("scalar", value) a plain argument. dim: launch dimension.
+CASES: dict[str, dict] = {
+    # -- WL105 local-struct-field-write ------------------------------------------------------------
+    "wl105_struct_fields": dict(source="""
+        @wp.struct
+        class Body:
+            pos: wp.vec3
+            mass: float
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=wp.vec3), m: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            b = Body()
+            b.pos = x[i]
+            b.mass = m[i]
+            out[i] = b.mass * wp.dot(b.pos, b.pos)
+        """, params=[("in", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]]), ("in", [1.5, 0.7]), ("out", (2,))], dim=2),
+    "wl105_struct_fields_in_func": dict(source="""
+        @wp.struct
+        class Body:
+            pos: wp.vec3
+            mass: float
+
+        @wp.func
+        def energy(p: wp.vec3, m: float):
+            b = Body()
+            b.pos = p
+            b.mass = m
+            return b.mass * wp.dot(b.pos, b.pos)
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=wp.vec3), m: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            out[i] = energy(x[i], m[i])
+        """, params=[("in", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]]), ("in", [1.5, 0.7]), ("out", (2,))], dim=2),
+    "wl105_control_value_constructor": dict(source="""
+        @wp.struct
+        class Body:
+            pos: wp.vec3
+            mass: float
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=wp.vec3), m: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            b = Body(x[i], m[i])
+            out[i] = b.mass * wp.dot(b.pos, b.pos)
+        """, params=[("in", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]]), ("in", [1.5, 0.7]), ("out", (2,))], dim=2),
+    "wl105_control_no_struct": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=wp.vec3), m: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            p = x[i]
+            out[i] = m[i] * wp.dot(p, p)
+        """, params=[("in", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]]), ("in", [1.5, 0.7]), ("out", (2,))], dim=2),
+    # -- WL106 array-double-store -----------------------------------------------------------------
+    "wl106_double_store": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = x[i] * 2.0
+            y[i] = x[i] * x[i]
+        """, params=[("in", [0.5, 1.5, -2.0]), ("out", (3,))], dim=3),
+    "wl106_control_different_index": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[2 * i] = x[i] * 2.0
+            y[2 * i + 1] = x[i] * x[i]
+        """, params=[("in", [0.5, 1.5, -2.0]), ("out", (6,))], dim=3),
+    # -- WL107 dynamic-loop-carried-use -----------------------------------------------------------
+    "wl107_func_ratio": dict(source="""
+        @wp.func
+        def weighted_mean(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int):
+            s = float(0.0)
+            norm = float(0.0)
+            for j in range(n):
+                s += x[j] * w[j]
+                norm += w[j]
+            return s / norm
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            out[0] = weighted_mean(x, w, n)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 3.0]), ("scalar", 3), ("out", (1,))], dim=1),
+    "wl107_func_sqrt": dict(source="""
+        @wp.func
+        def norm(x: wp.array(dtype=float), n: int):
+            s = float(0.0)
+            for j in range(n):
+                s += x[j] * x[j]
+            return wp.sqrt(s)
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            out[0] = norm(x, n)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("scalar", 3), ("out", (1,))], dim=1),
+    "wl107_kernel_ratio": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            s = float(0.0)
+            norm = float(0.0)
+            for j in range(n):
+                s += x[j] * w[j]
+                norm += w[j]
+            out[0] = s / norm
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 3.0]), ("scalar", 3), ("out", (1,))], dim=1),
+    "wl107_kernel_product": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), c: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            s = float(0.0)
+            for j in range(n):
+                s = s + x[j]
+            out[0] = s * c[0]
+        """, params=[("in", [0.5, 1.5, 2.0]), ("in", [2.0]), ("scalar", 3), ("out", (1,))], dim=1),
+    "wl107_kernel_static_loop_after": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            i = wp.tid()
+            s = float(1.0)
+            for j in range(n):
+                s += x[i]
+            for j in range(4):
+                s = s * x[i]
+            out[i] = s
+        """, params=[("in", [0.5, 1.5]), ("scalar", 3), ("out", (2,))], dim=2),
+    "wl107_control_func_linear": dict(source="""
+        @wp.func
+        def total(x: wp.array(dtype=float), n: int):
+            s = float(0.0)
+            for j in range(n):
+                s += x[j] * x[j]
+            return s * 2.0
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            out[0] = total(x, n)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("scalar", 3), ("out", (1,))], dim=1),
+    "wl107_control_divide_in_caller": dict(source="""
+        @wp.func
+        def weighted_sum(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int):
+            s = float(0.0)
+            for j in range(n):
+                s += x[j] * w[j]
+            return s
+
+        @wp.func
+        def weight_sum(w: wp.array(dtype=float), n: int):
+            s = float(0.0)
+            for j in range(n):
+                s += w[j]
+            return s
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            out[0] = weighted_sum(x, w, n) / weight_sum(w, n)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 3.0]), ("scalar", 3), ("out", (1,))], dim=1),
+    # -- WL108 ternary-array-select ---------------------------------------------------------------
+    "wl108_ternary": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: int, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] / t[i] if flag == 1 else a[i]
+            out[i] = v * v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", 1), ("out", (2,))], dim=2),
+    "wl108_ternary_store": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] / t[i] if flag else a[i]
+            out[i] = v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", True), ("out", (2,))], dim=2),
+    "wl108_ternary_store_not_taken": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] / t[i] if flag else a[i]
+            out[i] = v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", False), ("out", (2,))], dim=2),
+    "wl108_ternary_two_arrays": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] if flag else t[i]
+            out[i] = v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", True), ("out", (2,))], dim=2),
+    "wl108_ternary_computed_branches": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] / t[i] if flag else a[i] * 2.0
+            out[i] = v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", True), ("out", (2,))], dim=2),
+    "wl108_ternary_literal_other": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] if flag else 0.0
+            out[i] = v * t[i]
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", True), ("out", (2,))], dim=2),
+    "wl108_ternary_vec3": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=wp.vec3), t: wp.array(dtype=wp.vec3), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i] if flag else t[i]
+            out[i] = wp.dot(v, v)
+        """, params=[("in", [[0.5, 1.0, 2.0], [1.5, 0.2, 0.1]]), ("in", [[2.0, 3.0, 1.0], [1.0, 1.0, 1.0]]),
+                     ("scalar", True), ("out", (2,))], dim=2),
+    "wl108_control_local_branch": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: wp.bool, out: wp.array(dtype=float)):
+            i = wp.tid()
+            x = a[i]
+            y = t[i]
+            v = x if flag else y
+            out[i] = v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", True), ("out", (2,))], dim=2),
+    "wl108_control_if_block": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), t: wp.array(dtype=float), flag: int, out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i]
+            if flag == 1:
+                v = a[i] / t[i]
+            out[i] = v * v
+        """, params=[("in", [0.5, 1.5]), ("in", [2.0, 3.0]), ("scalar", 1), ("out", (2,))], dim=2),
+    # -- WL109 where-unselected-nan ---------------------------------------------------------------
+    "wl109_where_exp": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            out[i] = wp.where(x[i] < 20.0, wp.exp(x[i]), 0.0)
+        """, params=[("in", [1.0, 100.0]), ("out", (2,))], dim=2),
+    "wl109_where_division": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            out[i] = wp.where(x[i] != 0.0, 1.0 / x[i], 0.0)
+        """, params=[("in", [2.0, 0.0]), ("out", (2,))], dim=2),
+    "wl109_control_safe_operands": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            out[i] = wp.where(x[i] > 0.0, x[i] * x[i], -x[i])
+        """, params=[("in", [1.0, -100.0]), ("out", (2,))], dim=2),
+    # -- WL110 sqrt-at-zero -----------------------------------------------------------------------
+    "wl110_sqrt_dot": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+            i = wp.tid()
+            d = a[i] - b[i]
+            out[i] = wp.sqrt(wp.dot(d, d))
+        """, params=[("in", [[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]]), ("const", [[0.0, 0.0, 0.0], [0.5, 0.5, 0.5]]),
+                     ("out", (2,))], dim=2),
+    "wl110_pow_half": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+            i = wp.tid()
+            d = a[i] - b[i]
+            out[i] = wp.pow(wp.dot(d, d), 0.5)
+        """, params=[("in", [[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]]), ("const", [[0.0, 0.0, 0.0], [0.5, 0.5, 0.5]]),
+                     ("out", (2,))], dim=2),
+    "wl110_control_length": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=wp.vec3), b: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+            i = wp.tid()
+            out[i] = wp.length(a[i] - b[i])
+        """, params=[("in", [[1.0, 2.0, 3.0], [0.5, 0.5, 0.5]]), ("const", [[0.0, 0.0, 0.0], [0.5, 0.5, 0.5]]),
+                     ("out", (2,))], dim=2),
+    # -- WL111 atomic-counter-index ---------------------------------------------------------------
+    "wl111_atomic_slot": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):
+            i = wp.tid()
+            if x[i] > 0.0:
+                slot = wp.atomic_add(counter, 0, 1)
+                out[slot] = x[i] * 2.0
+        """, params=[("in", [0.5, 1.5, 2.5]), ("const", np.zeros(1, dtype=np.int32)), ("out", (6,))], dim=3),
+    "wl111_control_func_replay": dict(source="""
+        @wp.func
+        def reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+            slot = wp.atomic_add(counter, 0, 1)
+            slots[i] = slot
+            return slot
+
+        @wp.func_replay(reserve)
+        def replay_reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+            return slots[i]
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), counter: wp.array(dtype=int), slots: wp.array(dtype=int),
+                   out: wp.array(dtype=float)):
+            i = wp.tid()
+            if x[i] > 0.0:
+                slot = reserve(counter, slots, i)
+                out[slot] = x[i] * 2.0
+        """, params=[("in", [0.5, 1.5, 2.5]), ("const", np.zeros(1, dtype=np.int32)),
+                     ("const", np.zeros(3, dtype=np.int32)), ("out", (6,))], dim=3),
+    # -- WL112 custom-grad-assign -----------------------------------------------------------------
+    "wl112_adjoint_assign": dict(source="""
+        @wp.func
+        def square(x: float):
+            return x * x
+
+        @wp.func_grad(square)
+        def adj_square(x: float, adj_ret: float):
+            wp.adjoint[x] = 2.0 * x * adj_ret
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = x[i]
+            out[i] = square(v) + v * v
+        """, params=[("in", [0.5, 1.5]), ("out", (2,))], dim=2),
+    "wl112_adjoint_assign_reused": dict(source="""
+        @wp.func
+        def square(x: float):
+            return x * x
+
+        @wp.func_grad(square)
+        def adj_square(x: float, adj_ret: float):
+            wp.adjoint[x] = 2.0 * x * adj_ret
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = x[i]
+            out[i] = v * v + square(v)
+        """, params=[("in", [0.5, 1.5]), ("out", (2,))], dim=2),
+    "wl112_control_accumulate": dict(source="""
+        @wp.func
+        def square(x: float):
+            return x * x
+
+        @wp.func_grad(square)
+        def adj_square(x: float, adj_ret: float):
+            wp.adjoint[x] += 2.0 * x * adj_ret
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            v = x[i]
+            out[i] = square(v) + v * v
+        """, params=[("in", [0.5, 1.5]), ("out", (2,))], dim=2),
+    # -- WL113 func-native-no-adjoint -------------------------------------------------------------
+    "wl113_native_no_adj": dict(source="""
+        @wp.func_native("out[tid] = x[tid] * x[tid];")
+        def square_into(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int): ...
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            square_into(x, out, i)
+        """, params=[("in", [0.5, 1.5]), ("out", (2,))], dim=2),
+    "wl113_control_adj_snippet": dict(source="""
+        @wp.func_native("out[tid] = x[tid] * x[tid];", adj_snippet="adj_x[tid] += 2.0f * x[tid] * adj_out[tid];")
+        def square_into(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int): ...
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            square_into(x, out, i)
+        """, params=[("in", [0.5, 1.5]), ("out", (2,))], dim=2),
+    # -- WL114 grad-call-in-kernel ----------------------------------------------------------------
+    "wl114_grad_call": dict(source="""
+        @wp.func
+        def cube(x: float):
+            return x * x * x
+
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+            i = wp.tid()
+            out[i] = wp.grad(cube)(x[i])
+        """, params=[("in", [0.5, 1.5]), ("out", (2,))], dim=2),
+}
+
+
+def _load(name: str, source: str, directory: str):
+    path = os.path.join(directory, f"{name}.py")
+    with open(path, "w") as handle:
+        handle.write(HEADER + textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"measured_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def _array(wp, values, requires_grad=False):
+    values = np.asarray(values)
+    if values.dtype.kind in "iu":
+        return wp.array(values.astype(np.int32), dtype=wp.int32)
+    values = values.astype(np.float32)
+    dtype = wp.vec3 if values.ndim == 2 and values.shape[1] == 3 else wp.float32
+    return wp.array(values, dtype=dtype, requires_grad=requires_grad)
+
+
+def measure(name: str, case: dict, directory: str) -> dict:
+    import warp as wp
+
+    result = {"case": name, "warp": wp.__version__}
+    try:
+        module = _load(name, case["source"], directory)
+        params = case["params"]
+        rng = np.random.default_rng(0)
+        weights = {k: rng.uniform(0.5, 1.5, size=int(np.prod(p[1]))).astype(np.float32)
+                   for k, p in enumerate(params) if p[0] == "out"}
+        inputs = {k: np.asarray(p[1], dtype=np.float32) for k, p in enumerate(params) if p[0] == "in"}
+
+        def launch(values, tape=None):
+            args, arrays = [], {}
+            for k, (kind, value) in enumerate(params):
+                if kind == "in":
+                    arrays[k] = _array(wp, values[k], requires_grad=tape is not None)
+                elif kind == "out":
+                    arrays[k] = wp.zeros(value, dtype=wp.float32, requires_grad=tape is not None)
+                elif kind == "const":
+                    arrays[k] = _array(wp, value)
+                if kind == "scalar":
+                    args.append(value)
+                else:
+                    args.append(arrays[k])
+            if tape is None:
+                wp.launch(module.kernel, dim=case["dim"], inputs=args, device="cpu")
+            else:
+                with tape:
+                    wp.launch(module.kernel, dim=case["dim"], inputs=args, device="cpu")
+            wp.synchronize()
+            return arrays
+
+        def loss(values) -> float:
+            arrays = launch(values)
+            return float(sum((weights[k] * arrays[k].numpy().reshape(-1)).sum() for k in weights))
+
+        tape = wp.Tape()
+        arrays = launch(inputs, tape)
+        tape.backward(grads={arrays[k]: wp.array(weights[k], dtype=wp.float32) for k in weights})
+        ad = {k: arrays[k].grad.numpy().copy().reshape(-1) for k in inputs}
+        fd = {}
+        h = 1e-3
+        for k, value in inputs.items():
+            grad = np.zeros(value.size)
+            for j in range(value.size):
+                plus, minus = dict(inputs), dict(inputs)
+                plus[k] = value.copy().reshape(-1)
+                plus[k][j] += h
+                plus[k] = plus[k].reshape(value.shape)
+                minus[k] = value.copy().reshape(-1)
+                minus[k][j] -= h
+                minus[k] = minus[k].reshape(value.shape)
+                grad[j] = (loss(plus) - loss(minus)) / (2 * h)
+            fd[k] = grad
+        ad_all = np.concatenate([ad[k] for k in inputs])
+        fd_all = np.concatenate([fd[k] for k in inputs])
+        result["ad"] = [float(v) for v in ad_all]
+        result["fd"] = [float(v) for v in np.round(fd_all, 4)]
+        finite = np.isfinite(fd_all)
+        if not np.all(np.isfinite(ad_all[finite])):
+            result["verdict"] = "nonfinite"
+        else:
+            result["max_abs_error"] = float(np.max(np.abs(ad_all - fd_all)))
+            close = np.allclose(ad_all, fd_all, atol=1e-3, rtol=1e-2)
+            result["verdict"] = "match" if close else "wrong"
+    except Exception as error:  # a release that cannot build the case
+        result["verdict"] = "error"
+        result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
+        result["trace"] = traceback.format_exc(limit=2)[-400:]
+    return result
+
+
+def main(argv: list[str]) -> int:
+    import warp as wp
+
+    wp.config.quiet = True
+    wp.init()
+    names = argv or list(CASES)
+    with tempfile.TemporaryDirectory() as directory:
+        for name in names:
+            print(json.dumps(measure(name, CASES[name], directory)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
