@@ -17,7 +17,11 @@ class TapeOverwrite(Rule):
     write that overwrites what the previous iteration's launch read. Aliases (`q = state.q`,
     `a, b = b, a`) are followed; a rebinding (`x = wp.zeros(...)`) is a new array. Kernels are
     resolved in the same file (by name, through `k = kernel` aliases, with `inputs=`/`outputs=`
-    given positionally, by keyword, or as a list bound to a name earlier).
+    given positionally, by keyword, or as a list bound to a name earlier). Arrays held in the
+    fields of a `@wp.struct` count as arrays: a kernel reading `s.q[i]` of a struct argument
+    `state` reads `state.q`, and a later kernel writing `s.q`, `state.q.zero_()` or a launch given
+    `state.q` directly overwrites it. `wp.utils` reductions, scans and sorts write their output
+    arrays.
 
     ## Why is this bad?
     `tape.backward()` replays each recorded kernel's forward reads from the arrays as they are at
@@ -25,8 +29,8 @@ class TapeOverwrite(Rule):
     kernel's adjoint is computed from the new values: the gradient is wrong, without an error.
     This is the static twin of Warp's "is being written to but has already been read from in a
     previous launch" warning, which is only printed with `wp.config.verify_autograd_array_access`
-    switched on before the module loads, and which `zero_()`, `fill_()` and `assign()` never
-    trigger.
+    switched on before the module loads, and which `zero_()`, `fill_()`, `assign()` and arrays
+    inside structs never trigger.
 
     ## Fix safety
     No automatic fix: write into a fresh array (one buffer per step, `wp.empty_like(x)`), or move
@@ -36,7 +40,9 @@ class TapeOverwrite(Rule):
     All versions. Measured on 1.19.0 (CPU): `y = x*x; z = 2y; loss = sum z`, then a recorded
     write to `x` inside the tape block: dL/dx should be [4, 8, 12]; after `x.zero_()` it is
     [0, 0, 0], after `x.fill_(5)`, `x.assign(...)` or `wp.copy(x, ...)` it is [20, 20, 20], after a
-    launch writing `x` it is [16, 256, 1296]. No warning in any case.
+    launch writing `x` it is [16, 256, 1296]. No warning in any case. With `x` held in a struct
+    field (`y = s.q*s.q` read through the struct, then a recorded kernel storing `s.q[i] = 5`):
+    [20, 20, 20], and no warning even with `verify_autograd_array_access` on.
 
     ## Confirmation
     overwrite-tracking: the runtime checker runs the host code with
@@ -154,6 +160,25 @@ class TapeOverwrite(Rule):
                 tape = wp.Tape()
                 with tape:
                     wp.launch(advance, n, inputs=[x], outputs=[x])
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.struct
+            class State:
+                q: wp.array(dtype=float)
+
+            @wp.kernel
+            def square(s: State, y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = s.q[i] * s.q[i]
+
+            def run(state, y, loss, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, n, inputs=[state], outputs=[y])
+                    state.q.fill_(5.0)
+                tape.backward(loss)
             """),
         Example("""
             import warp as wp

@@ -14,6 +14,14 @@ so "the same array" is a string comparison. Every event carries the arrays it re
 device (``reads``/``writes``: a launch through its kernel's summary, ``wp.copy``, ``zero_``,
 ``fill_``, ``assign``), the arrays whose host copies flow into it (``pulls``: ``x.numpy()``,
 ``x.list()``, and names computed from them), and, for assignments, the allocation it makes.
+
+Arrays held in ``@wp.struct`` fields count too: a launch passing a struct to a kernel that reads or
+writes ``s.q[...]`` reads or writes the array under the key of ``state.q`` (``Launch.struct_refs``).
+Calls of host helpers defined in the same file (a module-level function by plain name, a method of
+the enclosing class through ``self.m(...)``) carry what the helper does to its arguments outside its
+own tapes: ``helper_reads``, ``helper_writes`` (keys mapped to the caller's arguments) and
+``helper_launches``. The ``warp.utils`` reductions, scans and sorts (not recorded on a tape) read
+and write their array arguments like ``wp.copy``.
 """
 
 from __future__ import annotations
@@ -42,6 +50,18 @@ INHERITING_ALLOCATIONS = {"warp.zeros_like", "warp.empty_like", "warp.full_like"
 WRITING_METHODS = {"zero_", "fill_", "assign"}
 # Methods that copy an array's data to the host.
 HOST_COPY_METHODS = {"numpy", "list"}
+# `warp.utils` operations that run natively, never recorded on a tape: parameter -> (position, effect).
+UTILITY_OPS: dict[str, tuple[tuple[str, int, str], ...]] = {
+    "array_sum": (("values", 0, "read"), ("out", 1, "write")),
+    "array_inner": (("a", 0, "read"), ("b", 1, "read"), ("out", 2, "write")),
+    "array_scan": (("in_array", 0, "read"), ("out_array", 1, "write")),
+    "radix_sort_pairs": (("keys", 0, "read"), ("values", 1, "read"), ("keys", 0, "write"), ("values", 1, "write")),
+    "segmented_sort_pairs": (("keys", 0, "read"), ("values", 1, "read"), ("keys", 0, "write"),
+                             ("values", 1, "write")),
+    "runlength_encode": (("values", 0, "read"), ("run_values", 1, "write"), ("run_lengths", 2, "write"),
+                         ("run_count", 3, "write")),
+}
+UTILITY_MODULES = ("warp.utils.", "warp._src.utils.")
 INTEGER_DTYPES = INT_SCALARS | {"int", "bool", "warp.bool", "warp.uint64", "warp.int64", "int32", "int64",
                                 "warp.vec2i", "warp.vec3i", "warp.vec4i"}
 
@@ -74,6 +94,7 @@ class Allocation:
     explicit: bool  # requires_grad= was written
     inherits_from: ArrayRef | None  # *_like / clone: the source whose flag is inherited
     dtype: str  # the dtype keyword's code ("" when absent)
+    retain_grad: bool = False  # retain_grad=True was written
 
     @property
     def integer(self) -> bool:
@@ -109,6 +130,13 @@ class HostEvent:
     launch: Launch | None = None
     arguments: tuple[ArrayRef, ...] = ()  # method / call: its plain-name arguments (a dict's keys too), keyed
     owner: str = ""  # assign to `obj.attr`: the key of `obj` before the assignment
+    # helper calls (kind "helper": `f(...)` of a function of this file; or a `self.m(...)` method event):
+    helper: str = ""  # the helper's name
+    helper_args: tuple[tuple[str, ArrayRef], ...] = ()  # (parameter name, or "#position", argument)
+    helper_reads: tuple[ArrayRef, ...] = ()  # arrays the helper reads outside its own tapes, caller's keys
+    helper_writes: tuple[ArrayRef, ...] = ()  # arrays the helper writes outside its own tapes, caller's keys
+    helper_launches: int = 0  # launches the helper makes outside its own tapes (recorded on a caller's tape)
+    helper_node: cst.FunctionDef | None = dataclasses.field(default=None, repr=False)
 
     def exclusive_with(self, other: HostEvent) -> bool:
         """Whether the two events sit in different arms of one `if` (never both run in one pass)."""
@@ -155,6 +183,9 @@ class Launch:
     keywords: dict[str, cst.BaseExpression]
     refs: list[ArrayRef] = dataclasses.field(default_factory=list)  # inputs + outputs, keyed, with parameters
     input_count: int = 0
+    # arrays in the fields of struct arguments the kernel reads or writes: param "s.q", key of `state.q`
+    struct_refs: list[ArrayRef] = dataclasses.field(default_factory=list)
+    struct_effects: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # "s.q" -> effects
 
     @property
     def record_tape(self) -> bool | None:
@@ -194,13 +225,22 @@ class Launch:
         """The array arguments the kernel reads. Unknown kernel: `inputs=` with ``convention``, else none."""
         if self.kernel is None:
             return list(self.refs[: self.input_count]) if convention else []
-        return [r for r in self.refs if "read" in self._effects().get(r.param, ())]
+        return [r for r in self.refs if "read" in self._effects().get(r.param, ())] + [
+            r for r in self.struct_refs if "read" in self.struct_effects.get(r.param, ())]
 
     def writes(self, convention: bool = False) -> list[ArrayRef]:
         """The array arguments the kernel writes or accumulates into (``convention``: `outputs=`)."""
         if self.kernel is None:
             return list(self.refs[self.input_count:]) if convention else []
-        return [r for r in self.refs if self._effects().get(r.param, set()) & {"write", "accumulate"}]
+        return [r for r in self.refs if self._effects().get(r.param, set()) & {"write", "accumulate"}] + [
+            r for r in self.struct_refs if self.struct_effects.get(r.param, set()) & {"write", "accumulate"}]
+
+    def stores(self) -> list[ArrayRef]:
+        """The array arguments the kernel stores into (``y[i] = ...``), not only accumulates into."""
+        if self.kernel is None:
+            return []
+        return [r for r in self.refs if "write" in self._effects().get(r.param, ())] + [
+            r for r in self.struct_refs if "write" in self.struct_effects.get(r.param, ())]
 
     def _effects(self) -> dict[str, set[str]]:
         kernel = self.kernel
@@ -220,6 +260,27 @@ class HostScope:
     regions: list[TapeRegion]
     launches: list[Launch]
     loops: dict[int, LoopSpan] = dataclasses.field(default_factory=dict)  # id(loop node) -> its span
+
+    @property
+    def name(self) -> str:
+        """The function's name ("" for the module's own statements)."""
+        return self.node.name.value if isinstance(self.node, cst.FunctionDef) else ""
+
+    def parameter_effects(self) -> dict[str, set[str]]:
+        """Parameter -> "read"/"write": what this function's launches, copies and methods do to the
+        arrays passed to it (helpers it calls included; `params.x` counts as `params`)."""
+        if not isinstance(self.node, cst.FunctionDef):
+            return {}
+        params = {p.name.value for p in self.node.params.params}
+        effects: dict[str, set[str]] = {}
+        reads, writes, _ = _helper_summary(self, own_tapes=True)
+        for refs, effect in ((reads, "read"), (writes, "write")):
+            for ref in refs:
+                match = _HEAD.match(ref.key)
+                root = match.group(0).split(".")[0] if match else ""
+                if root in params and "@" not in ref.key.split(".")[0]:
+                    effects.setdefault(root, set()).add(effect)
+        return effects
 
     def events_in(self, region: TapeRegion) -> Iterator[HostEvent]:
         return (e for e in self.events if region.start_order <= e.order <= region.end_order)
@@ -256,24 +317,124 @@ _HEAD = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*")
 
 def build_host_scopes(module: cst.Module, names: WarpNames, kernels: KernelIndex) -> list[HostScope]:
     warp_functions = {id(f.node) for f in kernels.functions}
-    scopes = [_HostScanner(module, names, kernels).scan(module.body)]
-    stack: list[cst.CSTNode] = list(module.body)
+    functions = {node.name.value: node for node in _top_functions(module.body) if id(node) not in warp_functions}
+    scopes = [_HostScanner(module, names, kernels, functions).scan(module.body)]
+    stack: list[tuple[cst.CSTNode, cst.ClassDef | None]] = [(node, None) for node in module.body]
     while stack:
-        node = stack.pop()
+        node, owner = stack.pop()
         if isinstance(node, cst.FunctionDef):
             if id(node) in warp_functions:
                 continue
-            scopes.append(_HostScanner(node, names, kernels).scan(node.body.body if isinstance(
+            methods = {}
+            if owner is not None:
+                methods = {m.name.value: m for m in _top_functions(owner.body.body) if id(m) not in warp_functions}
+            scopes.append(_HostScanner(node, names, kernels, functions, methods).scan(node.body.body if isinstance(
                 node.body, cst.IndentedBlock) else node.body.body))
+            owner = None  # a class nested in a function starts over; a function's own body has no `self` class
+        if isinstance(node, cst.ClassDef):
+            owner = node
         if isinstance(node, (cst.FunctionDef, cst.ClassDef, cst.If, cst.For, cst.While, cst.With, cst.Try,
                              cst.IndentedBlock, cst.Else, cst.ExceptHandler, cst.Finally)):
-            stack.extend(children(node))
-    return [scope for scope in scopes if scope.events]
+            stack.extend((child, owner) for child in children(node))
+    scopes = [scope for scope in scopes if scope.events]
+    _resolve_helpers(scopes)
+    return scopes
+
+
+def _top_functions(body) -> list[cst.FunctionDef]:
+    """The functions a block defines at its own level (through `if`/`try` at that level too)."""
+    found = []
+    for statement in body:
+        if isinstance(statement, cst.FunctionDef):
+            found.append(statement)
+        elif isinstance(statement, (cst.If, cst.Try)):
+            blocks = [statement.body]
+            if isinstance(statement, cst.If) and statement.orelse is not None and not isinstance(statement.orelse, cst.If):
+                blocks.append(statement.orelse.body)
+            if isinstance(statement, cst.Try):
+                blocks += [h.body for h in statement.handlers]
+            for block in blocks:
+                found += _top_functions(getattr(block, "body", ()))
+    return found
+
+
+def _resolve_helpers(scopes: list[HostScope], rounds: int = 3) -> None:
+    """Fill the helper_* facts of helper-call events from the helpers' own scopes (helpers of helpers too)."""
+    by_node = {id(scope.node): scope for scope in scopes if isinstance(scope.node, cst.FunctionDef)}
+    calls = [(scope, e) for scope in scopes for e in scope.events if e.helper]
+    if not calls:
+        return
+    for _ in range(rounds):
+        changed = False
+        summaries: dict[int, tuple[list[ArrayRef], list[ArrayRef], int]] = {}
+        for _scope, event in calls:
+            target = by_node.get(id(event.helper_node))
+            if target is None:
+                continue
+            if id(target.node) not in summaries:
+                summaries[id(target.node)] = _helper_summary(target)
+            reads, writes, launches = summaries[id(target.node)]
+            params = [p.name.value for p in target.node.params.params]
+            mapped_reads = _map_refs(reads, params, event)
+            mapped_writes = _map_refs(writes, params, event)
+            if (mapped_reads, mapped_writes, launches) != (event.helper_reads, event.helper_writes,
+                                                           event.helper_launches):
+                event.helper_reads, event.helper_writes, event.helper_launches = mapped_reads, mapped_writes, launches
+                changed = True
+        if not changed:
+            return
+
+
+def _helper_summary(scope: HostScope, own_tapes: bool = False) -> tuple[list[ArrayRef], list[ArrayRef], int]:
+    reads: list[ArrayRef] = []
+    writes: list[ArrayRef] = []
+    launches = 0
+    for event in scope.events:
+        if event.region is not None and not own_tapes:
+            continue  # recorded on the helper's own tape
+        if event.launch is not None:
+            reads += event.launch.reads(convention=True)
+            writes += event.launch.writes(convention=True)
+            launches += event.launch.record_tape is not False
+        else:
+            reads += event.reads
+            writes += event.writes
+        reads += event.helper_reads
+        writes += event.helper_writes
+        launches += event.helper_launches
+    return reads, writes, launches
+
+
+def _map_refs(refs: list[ArrayRef], params: list[str], event: HostEvent) -> tuple[ArrayRef, ...]:
+    """The helper's refs rooted at its parameters, as the caller's arrays."""
+    arguments = dict(event.helper_args)
+    mapped: list[ArrayRef] = []
+    seen: set[str] = set()
+    for ref in refs:
+        match = _HEAD.match(ref.key)
+        if match is None or "@" in ref.key.split(".")[0]:
+            continue
+        root = match.group(0).split(".")[0]
+        if root not in params:
+            continue
+        position = params.index(root)
+        argument = arguments.get(root) or arguments.get(f"#{position}")
+        if argument is None:
+            continue
+        key = argument.key + ref.key[len(root):]
+        if key not in seen:
+            seen.add(key)
+            mapped.append(ArrayRef(argument.code + ref.code[len(root):] if ref.code.startswith(root) else
+                                   argument.code, key, ref.param))
+    return tuple(mapped)
 
 
 class _HostScanner:
-    def __init__(self, scope_node, names: WarpNames, kernels: KernelIndex):
+    def __init__(self, scope_node, names: WarpNames, kernels: KernelIndex,
+                 functions: dict[str, cst.FunctionDef] | None = None, methods: dict[str, cst.FunctionDef] | None = None):
         self.scope_node = scope_node
+        self.functions = functions or {}  # module-level host functions by name
+        self.methods = methods or {}  # the enclosing class's methods, for `self.m(...)`
         self.names = names
         self.kernels = kernels
         self.order = 0
@@ -291,8 +452,11 @@ class _HostScanner:
         self.lists: dict[str, cst.BaseExpression] = {}  # local name -> the list/tuple literal bound to it
         self.kernel_aliases: dict[str, str] = {}  # `k = integrate` -> "integrate"
         self.host_copies = False  # whether the scope has called .numpy()/.list() yet (skips pulls_of)
+        self.receiver_name = ""  # `self` in a method: `self.m(...)` calls a helper of the class
         if isinstance(scope_node, cst.FunctionDef):
             self.shadowed = {p.name.value for p in scope_node.params.params}
+            if self.methods and scope_node.params.params:
+                self.receiver_name = scope_node.params.params[0].name.value
 
     def scan(self, body) -> HostScope:
         for statement in body:
@@ -458,6 +622,8 @@ class _HostScanner:
         elif isinstance(small, (cst.Expr, cst.Return)):
             if small.value is not None:
                 self.visit_expression(small.value)
+        elif isinstance(small, cst.Assert):  # `assert gradcheck(...)`
+            self.visit_expression(small.test)
 
     def assign(self, small, target, value, pulls) -> None:
         if isinstance(target, (cst.Tuple, cst.List)):
@@ -519,8 +685,10 @@ class _HostScanner:
         if dtype is None and function in ("warp.zeros", "warp.empty", "warp.ones", "warp.full") and len(
                 call.args) > 1 and call.args[1].keyword is None and function != "warp.full":
             dtype = call.args[1].value
+        retain = keywords.get("retain_grad")
         return Allocation(function, requires_grad, value is not None, source,
-                          code_of(dtype) if dtype is not None else "")
+                          code_of(dtype) if dtype is not None else "",
+                          retain_grad=isinstance(retain, cst.Name) and retain.value == "True")
 
     def pulls_of(self, expression: cst.BaseExpression | None) -> frozenset[str]:
         """Keys of the arrays whose host copies flow into ``expression``."""
@@ -575,6 +743,13 @@ class _HostScanner:
             elif qualified == "warp.clone":
                 src = _argument(call, 0, "src")
                 reads = (ArrayRef(code_of(src), self.key_of(src)),) if src is not None else ()
+            elif qualified.startswith(UTILITY_MODULES) and qualified.rsplit(".", 1)[1] in UTILITY_OPS:
+                effects = {"read": [], "write": []}
+                for param, position, effect in UTILITY_OPS[qualified.rsplit(".", 1)[1]]:
+                    node = _argument(call, position, param)
+                    if node is not None and self.aliased(node) is not None:
+                        effects[effect].append(ArrayRef(code_of(node), self.key_of(node), param))
+                reads, writes = tuple(effects["read"]), tuple(effects["write"])
             self.event("call", call, name=qualified, reads=reads, writes=writes,
                        pulls=frozenset().union(*(self.pulls_of(a.value) for a in call.args)),
                        arguments=self.argument_refs(call))
@@ -583,9 +758,20 @@ class _HostScanner:
             key = self.key(receiver)
             method = call.func.attr.value
             writes = (ArrayRef(receiver, key),) if method in WRITING_METHODS else ()
+            helper = {}
+            if self.receiver_name and receiver == self.receiver_name and method in self.methods:
+                # `self.m(...)`: the method's first parameter is the receiver
+                helper = {"helper": method, "helper_node": self.methods[method],
+                          "helper_args": (("#0", ArrayRef(receiver, key)),) + self.helper_args(call, 1)}
             self.event("method", call, name=method, receiver=receiver, key=key, writes=writes,
                        pulls=frozenset().union(*(self.pulls_of(a.value) for a in call.args)),
-                       arguments=self.argument_refs(call))
+                       arguments=self.argument_refs(call), **helper)
+        elif isinstance(call.func, cst.Name) and call.func.value in self.functions and \
+                call.func.value not in self.shadowed:
+            name = call.func.value
+            self.event("helper", call, name=name, helper=name, helper_node=self.functions[name],
+                       helper_args=self.helper_args(call, 0), arguments=self.argument_refs(call),
+                       pulls=frozenset().union(*(self.pulls_of(a.value) for a in call.args)))
 
     def launch(self, call: cst.Call, qualified: str) -> Launch:
         keywords: dict[str, cst.BaseExpression] = {}
@@ -611,6 +797,14 @@ class _HostScanner:
         event = self.event("launch", call, name=qualified, pulls=pulls)
         launch = Launch(event, kernel_code, models, keywords.get("dim"), [code_of(n) for n in inputs],
                         [code_of(n) for n in outputs], keywords, refs, len(inputs))
+        if len(models) == 1 and self.kernels.structs:
+            effects = struct_field_effects(models[0], self.kernels)
+            for ref in refs:
+                for field in sorted(f for f in effects if f.split(".", 1)[0] == ref.param):
+                    if _HEAD.fullmatch(ref.code):
+                        launch.struct_refs.append(ArrayRef(f"{ref.code}.{field.split('.', 1)[1]}",
+                                                           self.key(f"{ref.code}.{field.split('.', 1)[1]}"), field))
+            launch.struct_effects = effects
         event.launch = launch
         event.reads = tuple(launch.reads())
         event.writes = tuple(launch.writes())
@@ -627,6 +821,20 @@ class _HostScanner:
                     refs.append(ArrayRef(code_of(value), self.key_of(value), argument.keyword.value
                                          if argument.keyword is not None else ""))
         return tuple(refs)
+
+    def helper_args(self, call: cst.Call, offset: int) -> tuple[tuple[str, ArrayRef], ...]:
+        """A helper call's array-like arguments: ("#position" or the keyword, the argument keyed)."""
+        found = []
+        position = offset
+        for argument in call.args:
+            if argument.star:
+                break  # positions after `*args` are unknown
+            name = argument.keyword.value if argument.keyword is not None else f"#{position}"
+            if argument.keyword is None:
+                position += 1
+            if self.aliased(argument.value) is not None:
+                found.append((name, ArrayRef(code_of(argument.value), self.key_of(argument.value), name)))
+        return tuple(found)
 
     def literal_list(self, node: cst.BaseExpression | None) -> cst.BaseExpression | None:
         """`inputs=[a, b]`, or `inputs=args` where `args = [a, b]` earlier in the scope."""
@@ -667,3 +875,48 @@ def _walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
         yield current
         if not isinstance(current, (cst.Lambda, cst.BaseComp)):
             stack.extend(children(current))
+
+
+ATOMIC_FUNCTIONS = {"atomic_add", "atomic_sub", "atomic_min", "atomic_max"}
+
+
+def struct_field_effects(kernel: FunctionModel, index: KernelIndex) -> dict[str, set[str]]:
+    """"param.field" -> the accesses a kernel makes to the array in a struct parameter's field.
+
+    `s.q[i]` read, `s.q[i] = v` write, `s.q[i] += v` / `wp.atomic_add(s.q, ...)` accumulate. The kernel
+    model tracks array parameters only; Warp's own overwrite tracking does not look into structs.
+    """
+    cached = getattr(kernel, "_struct_effects_cache", None)
+    if cached is not None:
+        return cached
+    params = {p.name: p.type.dtype for p in kernel.params if p.type.kind == "struct"}
+    fields = {name: {f for f, t in index.structs[dtype].fields.items() if t.is_array}
+              for name, dtype in params.items() if dtype in index.structs}
+    effects: dict[str, set[str]] = {}
+
+    def field_of(node) -> str | None:
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and \
+                node.attr.value in fields.get(node.value.value, ()):
+            return f"{node.value.value}.{node.attr.value}"
+        return None
+
+    if fields:
+        stored: set[int] = set()
+        for node in _walk(kernel.node.body):
+            if isinstance(node, (cst.Assign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, cst.Subscript) and field_of(target.value):
+                        effect = "write" if isinstance(node, cst.Assign) else "accumulate"
+                        effects.setdefault(field_of(target.value), set()).add(effect)
+                        stored.add(id(target.value))
+            elif isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Name)) and node.args:
+                name = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
+                if name in ATOMIC_FUNCTIONS and field_of(node.args[0].value):
+                    effects.setdefault(field_of(node.args[0].value), set()).add("accumulate")
+                    stored.add(id(node.args[0].value))
+        for node in _walk(kernel.node.body):
+            if isinstance(node, cst.Subscript) and id(node.value) not in stored and field_of(node.value):
+                effects.setdefault(field_of(node.value), set()).add("read")
+    kernel._struct_effects_cache = effects
+    return effects

@@ -1,0 +1,215 @@
+from __future__ import annotations
+
+import libcst as cst
+
+from warp_lint.context import FileContext
+from warp_lint.host import HostEvent, HostScope, LoopSpan, zeroes_gradients
+from warp_lint.rule import Example, Rule
+
+
+class PerStepTapeTruncation(Rule):
+    """A tape and `backward()` per time step, state carried on, per-step gradients summed.
+
+    ## What it does
+    Flags a `tape.backward(...)` inside a loop when the tape is fresh every pass (created in the
+    loop, or `tape.reset()` there), the state the recorded launches read is carried to the next
+    pass (written again in the loop, `wp.copy(x, x_next)`, or rebound to an array the loop wrote:
+    `x, x_next = x_next, x`), and the per-pass gradients are summed: `total += p.grad.numpy()`
+    (or `total = total + ...`) after the `backward()`, or gradients never zeroed in the loop and
+    read after it. Reported on the `backward()`. One tape over the whole episode, a per-step tape
+    whose gradient is used per step (an optimiser step each pass), and a loop whose passes share
+    no state are fine.
+
+    ## Why is this bad?
+    Each pass's tape starts at the state the previous pass produced and knows nothing of how that
+    state depends on the parameters. Every window's gradient is right for its window, but their sum
+    misses every path through the carried state (truncated backpropagation through time): it is not
+    the gradient of the episode's loss, and nothing warns.
+
+    ## Fix safety
+    No automatic fix: record the whole episode on one tape (one buffer per step, `backward()` once
+    after the loop), or keep the truncation deliberately and say so (`# noqa: WL208`).
+
+    ## Warp versions
+    All versions. Measured on 1.19.0 and 1.16.0 (CPU): `x_{t+1} = p x_t + 1`, loss = sum over 3
+    steps of sum x_t^2, p = 0.9: one tape over the episode gives dL/dp = 162.39; a tape and
+    `backward()` per step with the state carried and the gradients summed gives 92.99.
+
+    ## Confirmation
+    None at run time: read from the host code.
+    """
+
+    code = "WL208"
+    name = "per-step-tape-truncation"
+    triggers = frozenset({"Tape", "tape", "backward"})
+
+    VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def step(x: wp.array(dtype=float), p: wp.array(dtype=float), x_next: wp.array(dtype=float)):
+                i = wp.tid()
+                x_next[i] = x[i] * p[0] + 1.0
+
+            def episode(states, p, loss, steps, n):
+                tape = wp.Tape()
+                with tape:
+                    for t in range(steps):
+                        wp.launch(step, n, inputs=[states[t], p], outputs=[states[t + 1]])
+                tape.backward(loss)
+                return p.grad.numpy()
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def step(x: wp.array(dtype=float), p: wp.array(dtype=float), x_next: wp.array(dtype=float)):
+                i = wp.tid()
+                x_next[i] = x[i] * p[0] + 1.0
+
+            def train(x, x_next, p, loss, steps, n):
+                total = 0.0
+                for t in range(steps):
+                    tape = wp.Tape()
+                    with tape:
+                        wp.launch(step, n, inputs=[x, p], outputs=[x_next])
+                    tape.backward(loss)
+                    total += p.grad.numpy()
+                    tape.zero()
+                return total
+            """),
+    ]
+    INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def step(x: wp.array(dtype=float), p: wp.array(dtype=float), x_next: wp.array(dtype=float)):
+                i = wp.tid()
+                x_next[i] = x[i] * p[0] + 1.0
+
+            def train(x, x_next, p, loss, steps, n):
+                total = 0.0
+                for t in range(steps):
+                    tape = wp.Tape()
+                    with tape:
+                        wp.launch(step, n, inputs=[x, p], outputs=[x_next])
+                    tape.backward(loss)
+                    total += p.grad.numpy()
+                    tape.zero()
+                    x, x_next = x_next, x
+                return total
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def step(x: wp.array(dtype=float), p: wp.array(dtype=float), x_next: wp.array(dtype=float)):
+                i = wp.tid()
+                x_next[i] = x[i] * p[0] + 1.0
+
+            def train(x, x_next, p, loss, steps, n):
+                for t in range(steps):
+                    tape = wp.Tape()
+                    with tape:
+                        wp.launch(step, n, inputs=[x, p], outputs=[x_next])
+                    tape.backward(loss)
+                    wp.copy(x, x_next)
+                return p.grad
+            """),
+    ]
+
+    def check(self, context: FileContext) -> None:
+        for scope in context.host_scopes:
+            if not scope.loops:
+                continue
+            for backward in scope.backwards():
+                loop = next((node for node in reversed(backward.loops) if not _single_pass(node)), None)
+                if loop is not None:
+                    self._check(context, scope, backward, scope.loop(loop))
+
+    def _check(self, context: FileContext, scope: HostScope, backward: HostEvent, span: LoopSpan) -> None:
+        tape = backward.key
+        events = list(scope.events_between(span.start_order, span.end_order))
+        regions = [r for r in scope.regions if r.key == tape and span.start_order <= r.start_order <= span.end_order]
+        if not regions:
+            return
+        fresh = scope.created_in(tape, span.start_order, span.end_order) or any(
+            e.kind == "method" and e.name == "reset" and e.key == tape for e in events)
+        if not fresh:
+            return  # re-entered without reset: WL207
+        launches = [e for r in regions for e in scope.events_in(r) if e.launch is not None and e.launch.recorded]
+        state = self._carried(scope, span, events, launches)
+        if state is None:
+            return
+        summed = self._summed(scope, span, events, backward)
+        if summed is None:
+            return
+        context.report(self, backward.node, (
+            f"`{backward.receiver}.backward()` runs once per pass on a fresh tape while the state (`{state}`) is"
+            f" carried to the next pass, and the per-pass gradients are summed ({summed}): each window's gradient"
+            f" stops at the state it started from, so the sum is not the gradient of the episode's loss; record"
+            f" the episode on one tape and call `backward()` once after the loop"))
+
+    @staticmethod
+    def _carried(scope: HostScope, span: LoopSpan, events: list[HostEvent], launches: list[HostEvent]) -> str | None:
+        """An array a recorded launch reads that the loop writes again, or whose name is rebound to one it wrote."""
+        reads = {}
+        for event in launches:
+            for ref in event.launch.reads(convention=True):
+                if not scope.created_in(ref.key, span.start_order, span.end_order) and not _uses(ref.code, span.targets):
+                    reads.setdefault(ref.key, ref.code)
+        written: set[str] = set()
+        for event in events:
+            refs = list(event.writes) + list(event.helper_writes)
+            if event.launch is not None:
+                refs += event.launch.writes(convention=True)
+            written |= {r.key for r in refs}
+        for key, code in reads.items():
+            if key in written:
+                return code
+        codes = set(reads.values())
+        for event in events:
+            if event.kind == "assign" and event.name in codes and event.key in written:
+                return event.name
+        return None
+
+    @staticmethod
+    def _summed(scope: HostScope, span: LoopSpan, events: list[HostEvent], backward: HostEvent) -> str | None:
+        for event in events:
+            if event.kind != "grad" or event.order < backward.order:
+                continue
+            statement = event.statement
+            if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
+                return f"`{_code(statement)}`"
+            if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(
+                    statement.targets[0].target, cst.Name) and _uses(
+                    cst.Module([]).code_for_node(statement.value), frozenset({statement.targets[0].target.value})):
+                return f"`{_code(statement)}`"
+        if any(zeroes_gradients(e, e.key if e.kind == "method" else backward.key) for e in events):
+            return None
+        after = next((e for e in scope.events if e.kind == "grad" and e.order > span.end_order), None)
+        if after is not None:
+            return f"the `.grad` buffers add up over the passes and `{after.receiver}.grad` is read after the loop"
+        return None
+
+
+def _code(node: cst.CSTNode) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def _uses(code: str, names: frozenset[str]) -> bool:
+    import re
+
+    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)
+
+
+def _single_pass(loop: cst.CSTNode) -> bool:
+    """A loop whose body ends in `break`/`return` at its top level runs its body once."""
+    statements = getattr(getattr(loop, "body", None), "body", ())
+    if not statements:
+        return False
+    last = statements[-1]
+    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else ()
+    return any(isinstance(s, (cst.Break, cst.Return, cst.Raise)) for s in smalls)
