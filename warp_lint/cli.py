@@ -13,7 +13,7 @@ from typing import Sequence
 from warp_lint import __version__
 from warp_lint.config import Config, ConfigError, find_config, resolve_target
 from warp_lint.engine import FileResult, FileSettings, fix_until_stable
-from warp_lint.files import discover
+from warp_lint.files import discover, glob_spec
 from warp_lint.fixer import ConcurrentModification, applicable, write_atomically
 from warp_lint.output import RunReport, renderers
 from warp_lint.registry import all_rules, known_selector, select_rules
@@ -162,14 +162,12 @@ class Options:
         config = self.config_for(directory)
         ignore = list(config.ignore)
         if config.per_file_ignores:
-            import pathspec
-
             try:
                 relative = path.resolve().relative_to(config.root.resolve()).as_posix()
             except ValueError:
                 relative = path.as_posix()
             for pattern, codes in config.per_file_ignores.items():
-                if pathspec.PathSpec.from_lines("gitwildmatch", [pattern]).match_file(relative):
+                if glob_spec([pattern]).match_file(relative):
                     ignore.extend(codes)
         rules = select_rules(config.select, ignore, config.extend_select)
         target, _ = resolve_target(self.arguments.target_warp_version, config, directory)

@@ -1,8 +1,9 @@
 """One file's analysis: the parsed regions, the shared providers, and the reports rules make.
 
 Providers are computed once, on first use, and shared by every rule. Positions are the expensive
-part of LibCST metadata, so rules report nodes and positions are resolved only for files that have
-something to report.
+part of LibCST metadata (a code generation of everything they cover), so rules report nodes, and
+positions are resolved only for files that have something to report, and there only for the
+top-level statements that hold a reported node (see ``Positions``).
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 import libcst as cst
-from libcst.metadata import MetadataWrapper, PositionProvider
+from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
 
 from warp_lint import versions
+from warp_lint.cst_walk import walk
 from warp_lint.finding import Edit, Finding, Fix, Position
 from warp_lint.host import HostScope, build_host_scopes
 from warp_lint.kernels import KernelIndex, build_kernel_index
@@ -36,6 +38,56 @@ class Report:
     affected_versions: str
     data: dict[str, Any]
     end_node: cst.CSTNode | None = None
+
+
+class Positions:
+    """``positions[node]``: the node's ``CodeRange`` in the file (1-based lines, 0-based columns).
+
+    LibCST's ``PositionProvider`` generates the code of the whole module to find every node's
+    range, which cost more than parsing it (measured: about 40% of a cold run over warp-lang's own
+    code, where most files have a finding). Here the provider runs on a module holding just the
+    top-level statement that contains the node, and the ranges are moved down by the line that
+    statement starts on (``Triage.statement_lines``) and mapped to the file's lines
+    (``Triage.line_map``). That is exact because each top-level statement of the synthetic module
+    starts at column 0 of its line with no leading lines: its code is laid out identically in
+    both modules. When that does not hold (a whole-file parse, a module not built by the triage)
+    the provider runs on the whole module, as LibCST would.
+    """
+
+    def __init__(self, module: cst.Module, triage: Triage):
+        self._module = module
+        self._triage = triage
+        starts = triage.statement_lines
+        usable = starts is not None and len(starts) == len(module.body) and not module.header and not any(
+            statement.leading_lines for statement in module.body
+        )
+        self._starts = starts if usable else None
+        self._owner: dict[cst.CSTNode, int] | None = None  # node -> index of its top-level statement
+        self._statement_ranges: dict[int, Any] = {}  # index -> that statement's ranges
+        self._whole: Any = None  # the ranges of the whole module, when it came to that
+
+    def __getitem__(self, node: cst.CSTNode) -> CodeRange:
+        ranges, shift = self._ranges_holding(node)
+        code_range = ranges[node]
+        file_line = self._triage.file_line
+        return CodeRange(CodePosition(file_line(code_range.start.line + shift), code_range.start.column),
+                         CodePosition(file_line(code_range.end.line + shift), code_range.end.column))
+
+    def _ranges_holding(self, node: cst.CSTNode) -> tuple[Any, int]:
+        if self._starts is not None:
+            if self._owner is None:
+                self._owner = {n: index for index, statement in enumerate(self._module.body) for n in walk(statement)}
+            index = self._owner.get(node)  # None for whitespace and punctuation, which walk() skips
+            if index is not None:
+                ranges = self._statement_ranges.get(index)
+                if ranges is None:
+                    alone = self._module.with_changes(body=[self._module.body[index]], header=(), footer=())
+                    ranges = MetadataWrapper(alone, unsafe_skip_copy=True).resolve(PositionProvider)
+                    self._statement_ranges[index] = ranges
+                return ranges, self._starts[index] - 1
+        if self._whole is None:
+            self._whole = MetadataWrapper(self._module, unsafe_skip_copy=True).resolve(PositionProvider)
+        return self._whole, 0
 
 
 class FileContext:
@@ -65,8 +117,8 @@ class FileContext:
         return build_host_scopes(self.module, self.names, self.kernels)
 
     @functools.cached_property
-    def positions(self):
-        return MetadataWrapper(self.module, unsafe_skip_copy=True).resolve(PositionProvider)
+    def positions(self) -> Positions:
+        return Positions(self.module, self.triage)
 
     # -- reporting ------------------------------------------------------------------------
     def report(self, rule: type[Rule], node: cst.CSTNode, message: str, *, fix=None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from pathlib import Path
 from typing import Iterator
@@ -13,14 +14,32 @@ from warp_lint.config import Config
 PYTHON_SUFFIXES = (".py", ".pyi")
 
 
-def _spec(patterns: list[str]) -> pathspec.PathSpec:
-    return pathspec.PathSpec.from_lines("gitwildmatch", patterns)
+def _gitignore_style() -> str:
+    """pathspec 1.1 deprecates "gitwildmatch" for "gitignore"; older releases know only the former."""
+    try:
+        pathspec.PathSpec.from_lines("gitignore", [])
+    except (KeyError, LookupError):
+        return "gitwildmatch"
+    return "gitignore"
+
+
+_GITIGNORE_STYLE = _gitignore_style()
+
+
+@functools.lru_cache(maxsize=64)
+def _spec_for(patterns: tuple[str, ...]) -> pathspec.PathSpec:
+    return pathspec.PathSpec.from_lines(_GITIGNORE_STYLE, patterns)
+
+
+def glob_spec(patterns) -> pathspec.PathSpec:
+    """Patterns with .gitignore semantics, compiled once per distinct list."""
+    return _spec_for(tuple(patterns))
 
 
 def is_excluded(path: Path, config: Config) -> bool:
     """ruff's semantics: a pattern matches the path relative to the config root, or any part's name."""
     patterns = config.exclude + config.extend_exclude
-    spec = _spec(patterns)
+    spec = glob_spec(patterns)
     try:
         relative = path.resolve().relative_to(config.root.resolve()).as_posix()
     except ValueError:
@@ -36,7 +55,7 @@ def _gitignore(directory: Path) -> pathspec.PathSpec | None:
         lines = candidate.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
         return None
-    return _spec(lines)
+    return glob_spec(lines)
 
 
 def discover(paths: list[Path], config_for, force_exclude: bool = False) -> Iterator[tuple[Path, str | None]]:

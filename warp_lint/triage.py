@@ -1,18 +1,26 @@
 """The cheap pass: decide which parts of a file can hold a finding before LibCST sees any of it.
 
 Measured on the examples and tests shipped with warp-lang (190k lines, 2 cores): LibCST parses about
-7k lines per CPU-second, Python's ``ast`` about 5x faster, and LibCST's scope metadata costs several
+7k lines per CPU-second, Python's ``ast`` about 12x faster, and LibCST's scope metadata costs several
 parses more. So every file goes through ``ast`` once; LibCST parses only the *regions* that matter:
 Warp-decorated definitions, top-level statements that hold host triggers (tapes, backward, ...),
-imports, module-level Warp configuration and integer constants. Everything else becomes an empty
-line, so the synthetic module keeps the file's line and column layout and every position that
-LibCST reports is already a position in the real file.
+imports, module-level Warp configuration and integer constants.
+
+The regions are copied verbatim, one after the other, into the synthetic module LibCST parses (an
+indented region gets an ``if 1:`` line before it). Lines outside the regions are left out rather
+than blanked: LibCST spends about as long on a blank line as on a short statement, and a typical
+file keeps a third of its lines. ``line_map`` takes a synthetic line back to the file's line;
+columns are unchanged, since every kept line is a copy. ``statement_lines`` gives the synthetic line
+on which each top-level statement of the synthetic module starts, so positions can be computed for
+one statement at a time (see ``warp_lint.context``).
 """
 
 from __future__ import annotations
 
 import ast
+import bisect
 import dataclasses
+import re
 
 WARP_MODULE = "warp"
 
@@ -24,6 +32,14 @@ class Triage:
     regions: list[tuple[int, int]]  # 1-based inclusive line ranges kept for LibCST
     synthetic: str  # the text LibCST parses
     import_nodes: list[ast.stmt]
+    # line_map[n - 1] is the file's line for line n of ``synthetic``; None when ``synthetic`` is the file.
+    line_map: list[int] | None = None
+    # The synthetic line on which each top-level statement of ``synthetic`` starts (None: unknown).
+    statement_lines: list[int] | None = None
+
+    def file_line(self, line: int) -> int:
+        """The file's line number for line ``line`` of ``synthetic``."""
+        return self.line_map[line - 1] if self.line_map is not None else line
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -37,10 +53,30 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
+# Statements hold statements only in these fields (in ``_fields`` order); expressions never do.
+_BLOCK_FIELDS = ("body", "handlers", "orelse", "finalbody", "cases")
+_BLOCK_TYPES = (ast.stmt, ast.excepthandler, ast.match_case)
+
+
+def _walk_statements(node: ast.AST):
+    """``ast.walk`` restricted to statements (and the except/case clauses that hold them).
+
+    Same breadth-first order as ``ast.walk``, whose other nodes are expressions, which hold no
+    statement; skipping them makes the walk several times cheaper.
+    """
+    queue = [node]
+    for current in queue:  # the list grows while it is read: breadth first
+        yield current
+        for field in _BLOCK_FIELDS:
+            block = getattr(current, field, None)
+            if block.__class__ is list:
+                queue.extend(item for item in block if isinstance(item, _BLOCK_TYPES))
+
+
 def collect_imports(tree: ast.Module) -> tuple[dict[str, str], list[ast.stmt]]:
     aliases: dict[str, str] = {}
     nodes: list[ast.stmt] = []
-    for node in ast.walk(tree):
+    for node in _walk_statements(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name == WARP_MODULE or alias.name.startswith(WARP_MODULE + "."):
@@ -71,6 +107,27 @@ def _first_line(node: ast.stmt) -> int:
     return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
 
 
+class _WordLines:
+    """Which lines hold one of some words: a statement whose lines hold none cannot mention them.
+
+    A cheap text filter in front of ``_mentions`` (a walk of every node of the statement). Only for
+    ASCII files: Python normalises non-ASCII identifiers (NFKC), so their spelling in the text may
+    differ from the name in the tree; there every statement is walked.
+    """
+
+    def __init__(self, text: str, line_starts: list[int], words: frozenset[str]):
+        self.lines: list[int] | None = None
+        if text.isascii() and words:
+            pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, words))) + r")\b")
+            self.lines = sorted({bisect.bisect_right(line_starts, m.start()) for m in pattern.finditer(text)})
+
+    def maybe(self, first: int, last: int) -> bool:
+        if self.lines is None:
+            return True
+        index = bisect.bisect_left(self.lines, first)
+        return index < len(self.lines) and self.lines[index] <= last
+
+
 def _mentions(node: ast.AST, triggers: frozenset[str]) -> bool:
     for child in ast.walk(node):
         if isinstance(child, ast.Attribute) and child.attr in triggers:
@@ -80,13 +137,52 @@ def _mentions(node: ast.AST, triggers: frozenset[str]) -> bool:
     return False
 
 
+def _mentions_within(node: ast.AST, triggers: frozenset[str], word_lines: _WordLines) -> bool:
+    """``_mentions(node, triggers)``, walking only the parts of ``node`` on lines that hold a trigger.
+
+    A test function of 200 lines with ``tape.backward()`` on one of them: descend through the
+    statements (cheap) to the one on that line and walk only its expressions. Statements (and
+    except/case clauses) sit in the block fields; everything else is walked as ``_mentions`` would.
+    """
+    for field, value in ast.iter_fields(node):
+        if field in _BLOCK_FIELDS and value.__class__ is list:
+            for child in value:
+                lineno = getattr(child, "lineno", None)  # a match case has no position
+                if (lineno is None or word_lines.maybe(_first_line(child), child.end_lineno)) and _mentions_within(
+                    child, triggers, word_lines
+                ):
+                    return True
+        elif isinstance(value, ast.AST):
+            if _mentions(value, triggers):
+                return True
+        elif value.__class__ is list:
+            for item in value:
+                if isinstance(item, ast.AST) and _mentions(item, triggers):
+                    return True
+    return False
+
+
 _MODULE_SETTINGS = frozenset({"config", "set_module_options", "constant"})
 
 
-def _is_module_setting(node: ast.stmt) -> bool:
+def _is_module_setting(node: ast.stmt, settings_lines: _WordLines) -> bool:
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int):
         return True  # integer constants can bound a loop: range(N)
-    return isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr)) and _mentions(node, _MODULE_SETTINGS)
+    return (
+        isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr))
+        and settings_lines.maybe(node.lineno, node.end_lineno)
+        and _mentions(node, _MODULE_SETTINGS)
+    )
+
+
+# Python ends a line at \r\n, \r or \n, and nowhere else; str.splitlines() also splits at form
+# feeds, \x0b, \x1c-\x1e, \x85, \u2028 and \u2029, which would shift every line after them.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """The file's lines with their endings, numbered as Python numbers them."""
+    return _LINE.findall(text)
 
 
 def triage(text: str, host_triggers: frozenset[str], whole_file: bool = False) -> Triage | None:
@@ -98,33 +194,42 @@ def triage(text: str, host_triggers: frozenset[str], whole_file: bool = False) -
     aliases, import_nodes = collect_imports(tree)
     if not aliases:
         return None
-    lines = text.splitlines(keepends=True)
+    lines = split_lines(text)
     if whole_file:
         return Triage(tree, aliases, [(1, len(lines))], text, import_nodes)
 
+    line_starts = [0]
+    for line in lines:
+        line_starts.append(line_starts[-1] + len(line))
+    trigger_lines = _WordLines(text, line_starts, host_triggers)
+    settings_lines = _WordLines(text, line_starts, _MODULE_SETTINGS)
     ranges: list[tuple[int, int, int]] = []  # start, end, indentation
     for statement in tree.body:
+        first = _first_line(statement)
         if (
             isinstance(statement, (ast.Import, ast.ImportFrom))
-            or _is_module_setting(statement)
-            or _mentions(statement, host_triggers)
+            or _is_module_setting(statement, settings_lines)
+            or (trigger_lines.maybe(first, statement.end_lineno)
+                and _mentions_within(statement, host_triggers, trigger_lines))
         ):
-            ranges.append((_first_line(statement), statement.end_lineno, 0))
+            ranges.append((first, statement.end_lineno, 0))
             continue
-        for node in ast.walk(statement):
+        for node in _walk_statements(statement):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _is_warp_decorated(
                 node, aliases
             ):
                 ranges.append((_first_line(node), node.end_lineno, node.col_offset))
     regions = _merge(ranges, tree)
-    return Triage(tree, aliases, [(start, end) for start, end, _ in regions], _synthesize(lines, regions), import_nodes)
+    synthetic, line_map, statement_lines = _synthesize(lines, regions)
+    return Triage(tree, aliases, [(start, end) for start, end, _ in regions], synthetic, import_nodes, line_map,
+                  statement_lines)
 
 
 def _merge(ranges: list[tuple[int, int, int]], tree: ast.Module) -> list[tuple[int, int, int]]:
     """Drop nested ranges and make every indented range parse on its own.
 
-    An indented range gets an ``if 1:`` on the (blank) line before it. When that line belongs to
-    the previous range at another indentation, the range grows to its top-level statement instead.
+    An indented range gets an ``if 1:`` line before it. When the line before it belongs to the
+    previous range at another indentation, the range grows to its top-level statement instead.
     """
     ranges.sort(key=lambda item: (item[0], -item[1]))
     merged: list[tuple[int, int, int]] = []
@@ -140,15 +245,26 @@ def _merge(ranges: list[tuple[int, int, int]], tree: ast.Module) -> list[tuple[i
     return merged
 
 
-def _synthesize(lines: list[str], regions: list[tuple[int, int, int]]) -> str:
-    out = ["\n"] * len(lines)
+def _synthesize(lines: list[str], regions: list[tuple[int, int, int]]) -> tuple[str, list[int], list[int]]:
+    """The regions one after the other; the file line of each synthetic line; where statements start.
+
+    Each region at indentation 0 is one top-level statement. An indented region opens an ``if 1:``
+    block, attributed to the line before the region (a line outside every region), unless it
+    directly follows its twin: a region ending on the line before it, whose block it joins.
+    """
+    out: list[str] = []
+    line_map: list[int] = []
+    statement_lines: list[int] = []
     previous_end = 0
     for start, end, indent in regions:
-        for number in range(start, end + 1):
-            out[number - 1] = lines[number - 1]
-        if indent and previous_end != start - 1:  # a range right after its twin shares its block
-            out[start - 2] = "if 1:\n"
+        if not indent or previous_end != start - 1:
+            statement_lines.append(len(out) + 1)
+            if indent:
+                out.append("if 1:\n")
+                line_map.append(start - 1)
+        out.extend(lines[start - 1:end])
+        line_map.extend(range(start, end + 1))
         previous_end = end
     if out and not out[-1].endswith(("\n", "\r")):
         out[-1] += "\n"
-    return "".join(out)
+    return "".join(out), line_map, statement_lines
