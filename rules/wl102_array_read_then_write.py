@@ -4,7 +4,7 @@ import libcst as cst
 
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name, signed_terms
-from warp_lint.kernels import ArrayAccess, FunctionModel
+from warp_lint.kernels import ArrayAccess, FunctionModel, gradient_free
 from warp_lint.rule import Example, Rule
 
 
@@ -27,7 +27,9 @@ class ArrayReadThenWrite(Rule):
 
     `+=`/`-=` on array elements and `wp.atomic_add`/`wp.atomic_sub` are accumulations, which Warp
     differentiates correctly: they are not flagged. `a[i] = a[i] + e` (with `a` not in `e`) was
-    wrong only before Warp 1.13, which double counted it. Writing first and reading later is fine.
+    wrong only before Warp 1.13, which double counted it. Writing first and reading later is fine,
+    and so is scaling in place by a value that carries no gradient (`a[i] = a[i] * damping` with
+    `damping` a scalar argument or a literal): the derivative does not depend on the replayed value.
 
     ## Fix safety
     No automatic fix: write the result to a separate output array (or accumulate with `+=`).
@@ -79,6 +81,14 @@ class ArrayReadThenWrite(Rule):
                 i = wp.tid()
                 a[i] = a[i] + x[i] * x[i]
             """, target=">=1.13"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def scale_in_place(a: wp.array(dtype=float), damping: float):
+                i = wp.tid()
+                a[i] = a[i] * damping
+            """),
     ]
     INVALID = [
         Example("""
@@ -141,7 +151,7 @@ class ArrayReadThenWrite(Rule):
                 if not function.arrays[write.array].type.differentiable:
                     continue  # integer arrays carry no gradient
                 read = _earlier_read(function, write)
-                if read is None:
+                if read is None or _scaled_by_a_constant(context, function, write, read):
                     continue
                 reported.add(id(write.node))
                 self._report(context, function, write, read)
@@ -178,6 +188,31 @@ def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | 
                 if write.order < read.order <= loop.end_order:
                     return read
     return None
+
+
+def _scaled_by_a_constant(context: FileContext, function: FunctionModel, write: ArrayAccess,
+                          read: ArrayAccess) -> bool:
+    """`a[i] = a[i] * c`, `c * a[i]`, `a[i] / c` or `-a[i]` with `c` carrying no gradient: the
+    derivative is `c` whatever value the replay reads, so the gradient is right (the runtime checker
+    clears it: measured on 1.19)."""
+    statement = write.statement
+    if not isinstance(statement, cst.Assign) or write.via or write.operator:
+        return False
+    earlier = [r for r in function.reads(write.array) if r.order < write.order]
+    if earlier != [read] or read.statement is not statement:
+        return False
+    value = statement.value
+    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
+        return value.expression is read.node
+    if not isinstance(value, cst.BinaryOperation):
+        return False
+    if isinstance(value.operator, cst.Multiply):
+        other = value.right if value.left is read.node else value.left if value.right is read.node else None
+    elif isinstance(value.operator, cst.Divide) and value.left is read.node:
+        other = value.right
+    else:
+        return False
+    return other is not None and gradient_free(function, other, context.names)
 
 
 def _additive_update(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> bool:

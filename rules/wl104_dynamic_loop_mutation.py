@@ -4,7 +4,7 @@ import libcst as cst
 
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name, signed_terms
-from warp_lint.kernels import FunctionModel, LocalBinding, Loop
+from warp_lint.kernels import FunctionModel, LocalBinding, Loop, gradient_free
 from warp_lint.rule import Example, Rule
 from warp_lint.warp_types import INT_SCALARS, is_integer_expression
 
@@ -73,6 +73,16 @@ class DynamicLoopMutation(Rule):
                     p = p * x[j]
                 out[0] = p
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def halving(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                k = n // 2
+                while k > 0:
+                    out[k] += x[k]
+                    k //= 2
+            """),
     ]
     INVALID = [
         Example("""
@@ -124,8 +134,9 @@ class DynamicLoopMutation(Rule):
                         continue
                     if not _defined_before(function, binding.name, loop) or _additive(binding):
                         continue
-                    if _integer_local(context, function, binding.name):
-                        continue  # an integer counter carries no gradient
+                    if _integer_local(context, function, binding.name) or gradient_free(
+                            function, cst.Name(binding.name), context.names):
+                        continue  # an integer counter, or a value built from constants: no gradient
                     reported.add(id(binding.node))
                     context.report(
                         self, binding.node,

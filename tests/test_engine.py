@@ -135,7 +135,7 @@ class TestHelpers:
 
             @wp.func
             def double(a: wp.array(dtype=float), i: int):
-                a[i] = a[i] * 2.0
+                a[i] = a[i] * a[i]
 
             @wp.kernel
             def k(a: wp.array(dtype=float)):
@@ -395,3 +395,15 @@ def test_matrix_built_from_literal_rows_is_a_constant():
             m[0, 1] = x[i]
             out[i] = m
     """) == []
+
+
+def test_scaling_in_place_by_a_constant_keeps_the_gradient_right():
+    assert codes("""
+        import warp as wp
+
+        @wp.kernel
+        def k(a: wp.array(dtype=float), b: wp.array(dtype=float), g: wp.array(dtype=float), damping: float):
+            i = wp.tid()
+            a[i] = a[i] * damping
+            b[i] = b[i] * g[i]
+    """) == [("WL102", 7)]

@@ -27,7 +27,7 @@ def generated(x: wp.array(dtype=float), x3: wp.array(dtype=wp.vec3), n: int,
     p = float(1.0)
 """
 
-values = st.sampled_from(["x[i]", "1.5", "t", "x[i] * 2.0", "wp.sin(x[i])", "s + x[i]", "-x[i]"])
+values = st.sampled_from(["x[i]", "1.5", "t", "x[i] * 2.0", "wp.sin(x[i])", "t + x[i]", "-x[i]"])
 
 SAFE = [
     st.builds("    out[i] = {}\n".format, values),
@@ -41,9 +41,9 @@ SAFE = [
     st.builds("    if x[i] > 0.5:\n        t = {}\n".format, values),
 ]
 HAZARDS = {
-    "WL102": st.builds("    a[i] = a[i] * {}\n".format, values),
+    "WL102": st.builds("    a[i] = a[i] * x[i] + {}\n".format, values),
     "WL103": st.just("    v = x3[i]\n    v.y = 0.0\n    out3[i] = v\n"),
-    "WL104": st.builds("    for j in range(n):\n        s = s * {}\n".format, values),
+    "WL104": st.builds("    for j in range(n):\n        s = s * x[i] + {}\n".format, values),
     "WL101": st.builds("    out3[i].x = {}\n    out3[i].y = {}\n    out3[i].z = {}\n".format, values, values, values),
 }
 # Warp 1.13.x: WL101 (<1.14) still applies, the double-store and additive-update hazards (<1.13) do not,
