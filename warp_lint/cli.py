@@ -219,10 +219,12 @@ def _progress_printer():
     return show
 
 
-def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | None = None,
-             confirm: bool = False) -> int:
-    _validate(arguments)
-    output_format = _output_format(arguments)
+def lint_paths(arguments: argparse.Namespace, paths: list[Path], force_exclude: bool, progress=None):
+    """The static pass as the command line runs it: configuration, discovery, cache, lint.
+
+    Returns (options, files, results, path errors, internal errors); shared by `check`, `confirm`
+    and `trace`.
+    """
     base = None
     if arguments.config:
         from warp_lint.config import _load_toml, config_from_table
@@ -230,10 +232,9 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
         table = _load_toml(arguments.config).get("tool", {}).get("warp-lint", {})
         base = config_from_table(table, arguments.config, arguments.config.resolve().parent)
     options = Options(arguments, base)
-
     errors: list[str] = []
     files: list[Path] = []
-    for path, error in discover(paths, options.config_for, arguments.force_exclude):
+    for path, error in discover(paths, options.config_for, force_exclude):
         if error:
             errors.append(error)
         else:
@@ -245,7 +246,16 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
 
         cache = ResultsCache(cache_directory(options.config_for(Path.cwd().resolve())))
     results, internal_errors = lint_files(files, options.settings_for, jobs=arguments.jobs, cache=cache,
-                                          progress=_progress_printer())
+                                          progress=progress)
+    return options, files, results, errors, internal_errors
+
+
+def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | None = None,
+             confirm: bool = False) -> int:
+    _validate(arguments)
+    output_format = _output_format(arguments)
+    options, files, results, errors, internal_errors = lint_paths(
+        arguments, paths, arguments.force_exclude, progress=_progress_printer())
     for error in errors:
         from warp_lint.engine import input_error
 

@@ -73,30 +73,9 @@ def _codes(value: str) -> list[str]:
 
 
 def _static_pass(arguments: argparse.Namespace, paths: list[Path]):
-    from warp_lint.cli import Options
-    from warp_lint.files import discover
-    from warp_lint.runner import lint_files
+    from warp_lint.cli import lint_paths
 
-    base = None
-    if arguments.config:
-        from warp_lint.config import _load_toml, config_from_table
-
-        table = _load_toml(arguments.config).get("tool", {}).get("warp-lint", {})
-        base = config_from_table(table, arguments.config, arguments.config.resolve().parent)
-    options = Options(arguments, base)
-    files, warnings = [], []
-    for path, error in discover(paths, options.config_for, False):
-        if error:
-            warnings.append(error)
-        else:
-            files.append(path)
-    cache = None
-    if not arguments.no_cache:
-        from warp_lint.cache import ResultsCache
-        from warp_lint.config import cache_directory
-
-        cache = ResultsCache(cache_directory(options.config_for(Path.cwd().resolve())))
-    results, internal_errors = lint_files(files, options.settings_for, jobs=arguments.jobs, cache=cache)
+    _, files, results, warnings, internal_errors = lint_paths(arguments, paths, force_exclude=False)
     return files, results, warnings + internal_errors
 
 
