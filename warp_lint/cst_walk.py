@@ -102,3 +102,26 @@ def signed_terms(node: cst.BaseExpression, sign: int = 1) -> list[tuple[int, cst
         right_sign = sign if isinstance(node.operator, cst.Add) else -sign
         return signed_terms(node.left, sign) + signed_terms(node.right, right_sign)
     return [(sign, node)]
+
+
+# Where statements can sit: a compound statement's blocks, and the clauses that hold blocks.
+_STATEMENT_BLOCKS = ("body", "orelse", "handlers", "finalbody", "cases")
+
+
+def walk_statements(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """Every compound statement and statement line under ``node`` (inclusive), in source order,
+    without entering expressions: definitions can only sit in statement blocks."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        found = []
+        for name in _STATEMENT_BLOCKS:
+            value = getattr(current, name, None)
+            if value is None:
+                continue
+            if isinstance(value, (tuple, list)):
+                found.extend(value)
+            else:
+                found.append(value)
+        stack.extend(reversed(found))

@@ -87,8 +87,26 @@ class ParamType:
         return COMPOSITE_TYPES.get(self.dtype or "")
 
 
+_CODEGEN = cst.Module(body=[])
+
+
 def code_of(node: cst.CSTNode) -> str:
-    return cst.Module(body=[]).code_for_node(node)
+    """The source text of ``node``. Plain names and dotted names, most of what the models ask
+    for, are spelled directly: LibCST's code generation costs a context manager per node."""
+    kind = type(node)
+    if kind is cst.Name and not node.lpar:
+        return node.value
+    if kind is cst.Attribute and not node.lpar and _tight(node.dot):
+        base = code_of(node.value) if type(node.value) in (cst.Name, cst.Attribute) else None
+        if base is not None:
+            return f"{base}.{node.attr.value}"
+    return _CODEGEN.code_for_node(node)
+
+
+def _tight(dot: cst.Dot) -> bool:
+    before, after = dot.whitespace_before, dot.whitespace_after
+    return (type(before) is cst.SimpleWhitespace and not before.value
+            and type(after) is cst.SimpleWhitespace and not after.value)
 
 
 def parse_annotation(annotation: cst.Annotation | None, names: WarpNames, structs: set[str]) -> ParamType:
