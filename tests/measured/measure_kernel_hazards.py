@@ -1,7 +1,7 @@
 """Measure the kernel hazards behind WL105-WL114: autodiff (wp.Tape) against central finite differences.
 
 Runs with whatever ``warp`` the interpreter imports, on the CPU, so the same script measures every
-release (``/tmp/w1140/bin/python tests/measured/measure_kernel_hazards.py``). Each case is written to
+release (``"$VENV"/bin/python tests/measured/measure_kernel_hazards.py`` in a scratch venv). Each case is written to
 its own module file, so a case a release cannot compile fails alone. Prints one JSON object per case:
 the Warp version, AD and FD gradients, the largest error, and a verdict:
 
