@@ -211,3 +211,10 @@ def test_bundled_example_has_real_findings():
     assert result.returncode == 1
     found = {f["code"] for f in json.loads(result.stdout)}
     assert {"WL102", "WL103", "WL104"} <= found
+
+
+def test_source_line_is_the_right_one_after_a_form_feed(tmp_path):
+    (tmp_path / "ff.py").write_text("import warp as wp\n# page one\x0cpage two\n" + HAZARD.split("\n", 1)[1])
+    result = run("check", "--no-cache", "ff.py", cwd=tmp_path)
+    assert "ff.py:8:5: WL102" in result.stdout
+    assert "  8 |     a[i] = a[i] * a[i]\n" in result.stdout

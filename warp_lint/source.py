@@ -5,6 +5,7 @@ from __future__ import annotations
 import codecs
 import dataclasses
 import io
+import re
 import tokenize
 
 
@@ -62,3 +63,19 @@ def decode_source(path: str, raw: bytes) -> SourceFile:
     except LookupError:
         raise SourceError("E902", f"unknown encoding {codec!r} in the coding cookie") from None
     return SourceFile(path=path, raw=raw, text=text, encoding=codec, bom=bom)
+
+
+# Python ends a line at \r\n, \r or \n, and nowhere else; str.splitlines() also splits at form
+# feeds, \x0b, \x1c-\x1e, \x85, \u2028 and \u2029, which would shift every line after them.
+_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
+
+
+def split_lines(text: str) -> list[str]:
+    """The file's lines with their endings, numbered as Python numbers them."""
+    return _LINE.findall(text)
+
+
+def source_line(text: str, line: int) -> str | None:
+    """Line ``line`` (1-based) without its ending, or None past the end."""
+    lines = split_lines(text)
+    return lines[line - 1].rstrip("\r\n") if 0 < line <= len(lines) else None

@@ -22,6 +22,8 @@ import bisect
 import dataclasses
 import re
 
+from warp_lint.source import split_lines
+
 WARP_MODULE = "warp"
 
 
@@ -173,16 +175,6 @@ def _is_module_setting(node: ast.stmt, settings_lines: _WordLines) -> bool:
         and settings_lines.maybe(node.lineno, node.end_lineno)
         and _mentions(node, _MODULE_SETTINGS)
     )
-
-
-# Python ends a line at \r\n, \r or \n, and nowhere else; str.splitlines() also splits at form
-# feeds, \x0b, \x1c-\x1e, \x85, \u2028 and \u2029, which would shift every line after them.
-_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+\Z")
-
-
-def split_lines(text: str) -> list[str]:
-    """The file's lines with their endings, numbered as Python numbers them."""
-    return _LINE.findall(text)
 
 
 def triage(text: str, host_triggers: frozenset[str], whole_file: bool = False) -> Triage | None:

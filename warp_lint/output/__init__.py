@@ -6,6 +6,7 @@ import dataclasses
 from typing import Any, Callable, TextIO
 
 from warp_lint.finding import Finding
+from warp_lint.source import source_line
 
 
 @dataclasses.dataclass
@@ -29,8 +30,7 @@ class RunReport:
         text = self.sources.get(path)
         if text is None:
             return None
-        lines = text.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else None
+        return source_line(text, line)
 
 
 Renderer = Callable[[RunReport, TextIO], None]

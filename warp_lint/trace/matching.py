@@ -24,6 +24,7 @@ from collections import defaultdict
 from typing import Any
 
 from warp_lint.finding import Confirmation, Finding, Position
+from warp_lint.source import source_line as line_of
 from warp_lint.runtime.tracking import matching_messages
 
 TRACE_DOCS_URL = "https://github.com/warp-lint/warp-lint/blob/main/docs/trace.md"
@@ -355,8 +356,7 @@ def _problem(code: str, site: dict, message: str, facts: RunFacts, config, sourc
                 text = sources[path] = handle.read()
         except OSError:
             text = ""
-    lines = text.splitlines()
-    source_line = lines[line - 1] if 0 < line <= len(lines) else ""
+    source_line = line_of(text, line) or ""
     indent = len(source_line) - len(source_line.lstrip())
     confirmation = _confirmation(CONFIRMED, f"runtime-only: {message}", facts, config, **evidence)
     return RuntimeProblem(code=code, name=name, message=message, path=path, start=Position(line, indent + 1),
