@@ -7,6 +7,7 @@ from warp_lint.cst_walk import walk
 from warp_lint.finding import Applicability
 from warp_lint.kernels import FunctionModel
 from warp_lint.rule import Example, Rule
+from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
 
 
 class ArrayComponentWrite(Rule):
@@ -102,7 +103,7 @@ class ArrayComponentWrite(Rule):
             for access in function.accesses:
                 if access.component is None or access.via is not None or access.kind == "read":
                     continue
-                if access.operator in ("&=", "|=", "^=", "<<=", ">>="):
+                if access.operator in BITWISE_AUGMENTED_OPERATORS:
                     continue  # bitwise: an integer element, no gradient
                 param = function.arrays[access.array]
                 if param.type.dtype in context.kernels.structs or not param.type.differentiable:

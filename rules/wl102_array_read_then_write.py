@@ -190,18 +190,23 @@ def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | 
     return None
 
 
+def _sole_read_in_the_store(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> bool:
+    """A plain `a[...] = <value>` whose value holds the kernel's only earlier read of `a`."""
+    statement = write.statement
+    if not isinstance(statement, cst.Assign) or write.via or write.operator:
+        return False
+    earlier = [r for r in function.reads(write.array) if r.order < write.order]
+    return earlier == [read] and read.statement is statement
+
+
 def _scaled_by_a_constant(context: FileContext, function: FunctionModel, write: ArrayAccess,
                           read: ArrayAccess) -> bool:
     """`a[i] = a[i] * c`, `c * a[i]`, `a[i] / c` or `-a[i]` with `c` carrying no gradient: the
     derivative is `c` whatever value the replay reads, so the gradient is right (the runtime checker
     clears it: measured on 1.19)."""
-    statement = write.statement
-    if not isinstance(statement, cst.Assign) or write.via or write.operator:
+    if not _sole_read_in_the_store(function, write, read):
         return False
-    earlier = [r for r in function.reads(write.array) if r.order < write.order]
-    if earlier != [read] or read.statement is not statement:
-        return False
-    value = statement.value
+    value = write.statement.value
     if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
         return value.expression is read.node
     if not isinstance(value, cst.BinaryOperation):
@@ -217,13 +222,9 @@ def _scaled_by_a_constant(context: FileContext, function: FunctionModel, write: 
 
 def _additive_update(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> bool:
     """`a[i] = a[i] + e` with `a` nowhere in `e`, and no other read of `a` before: wrong only before 1.13."""
-    statement = write.statement
-    if not isinstance(statement, cst.Assign) or write.via or write.operator:
+    if not _sole_read_in_the_store(function, write, read):
         return False
-    earlier = [r for r in function.reads(write.array) if r.order < write.order]
-    if len(earlier) != 1 or earlier[0] is not read or read.statement is not statement:
-        return False
-    terms = signed_terms(statement.value)
+    terms = signed_terms(write.statement.value)
     own = [sign for sign, term in terms if term is read.node]
     others = [term for _, term in terms if term is not read.node]
     return own == [1] and not any(mentions_name(term, write.array) for term in others)

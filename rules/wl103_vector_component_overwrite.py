@@ -6,6 +6,7 @@ from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding
 from warp_lint.rule import Example, Rule
+from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
 
 OPTION = "enable_vector_component_overwrites"
 
@@ -172,11 +173,8 @@ def _binding_before(function: FunctionModel, write: ComponentWrite) -> LocalBind
     return found
 
 
-BITWISE_OPERATORS = ("&=", "|=", "^=", "<<=", ">>=")
-
-
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:
-    if write.operator in BITWISE_OPERATORS:
+    if write.operator in BITWISE_AUGMENTED_OPERATORS:
         return None  # integer vectors: no gradient to get wrong
     if write.operator:
         return f"is updated in place with `{write.operator}`"

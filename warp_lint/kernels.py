@@ -10,11 +10,11 @@ array parameters to the caller's arrays, transitively.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterable, Iterator
+from typing import Iterator
 
 import libcst as cst
 
-from warp_lint.cst_walk import walk, walk_statements
+from warp_lint.cst_walk import children, walk, walk_statements
 from warp_lint.module_options import ModuleOptions
 from warp_lint.names import WarpNames, dotted_name
 from warp_lint.warp_types import INT_SCALARS, ParamType, code_of, parse_annotation
@@ -530,7 +530,7 @@ class _BodyScanner:
                     ConditionalExpression(current, self.statement_now, self.order, tuple(self.loops)))
             elif kind in _OPAQUE_EXPRESSIONS:
                 continue
-            stack.extend(reversed(list(_expression_children(current))))
+            stack.extend(reversed(list(children(current))))
 
     def call_name(self, func: cst.BaseExpression) -> str | None:
         return self.qualify(func) or dotted_name(func)
@@ -667,12 +667,6 @@ def _call_index(call: cst.Call) -> str:
     return code_of(call.args[1].value) if len(call.args) > 1 else ""
 
 
-def _expression_children(node: cst.CSTNode) -> Iterable[cst.CSTNode]:
-    from warp_lint.cst_walk import children
-
-    return children(node)
-
-
 def _own_loop_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
     """Break/continue statements that belong to this loop, not to a nested one."""
     stack = [body]
@@ -683,8 +677,6 @@ def _own_loop_statements(body: cst.CSTNode) -> Iterator[cst.CSTNode]:
         elif isinstance(node, (cst.For, cst.While)):
             continue
         else:
-            from warp_lint.cst_walk import children
-
             stack.extend(children(node))
 
 

@@ -57,6 +57,8 @@ COMPOSITE_TYPES.update(_family("spatial_matrix", (6, 6)))
 
 INT_SCALARS = {"int", "warp.int32", "warp.int64", "warp.uint32", "warp.int16", "warp.int8", "warp.uint8",
                "warp.uint16", "warp.int", "warp.uint64"}
+# Augmented operators that only apply to integers: a value updated with one carries no gradient.
+BITWISE_AUGMENTED_OPERATORS = ("&=", "|=", "^=", "<<=", ">>=")
 # Integer and boolean values carry no gradient: a hazard on them is no gradient hazard.
 NON_DIFFERENTIABLE_DTYPES = INT_SCALARS | {"bool", "warp.bool"} | {
     name for name in COMPOSITE_TYPES if name.endswith(("i", "ui", "b", "ub", "s", "us", "l", "ul"))
