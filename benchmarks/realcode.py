@@ -1,0 +1,100 @@
+"""The real-code corpus: public Warp projects installed from the package index into a scratch venv.
+
+Shared by the real-code benchmarks (``bench_realcode.py`` for findings and judged precision,
+``bench_confirm_realcode.py`` for runtime verdicts). Nothing of these projects is ever copied into
+this repository: the code stays in the scratch environment.
+
+    python benchmarks/realcode.py            # create (or reuse) the scratch venv, print the corpus
+
+The venv lives in ``$WARP_LINT_REALCODE_DIR`` (default ``~/.cache/warp-lint-realcode``). The pins
+are the releases the figures in the closing notes were measured on; ``--latest`` takes the newest.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+PINS = {"warp-lang": "1.19.0", "newton": "1.8.0", "mujoco-warp": "4.0.0"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Project:
+    name: str  # how tables name it
+    root: Path  # the folder linted as one project
+    package: str  # the import package it belongs to
+
+
+def scratch_dir() -> Path:
+    return Path(os.environ.get("WARP_LINT_REALCODE_DIR", Path.home() / ".cache" / "warp-lint-realcode"))
+
+
+def python_of(directory: Path) -> Path:
+    return directory / "venv" / ("Scripts" if os.name == "nt" else "bin") / "python"
+
+
+def ensure_env(latest: bool = False, quiet: bool = True) -> Path:
+    """Create the scratch venv with the pinned projects (once); return its Python."""
+    directory = scratch_dir()
+    python = python_of(directory)
+    marker = directory / ("installed-latest" if latest else "installed-" + "-".join(f"{k}{v}" for k, v in PINS.items()))
+    if python.exists() and marker.exists():
+        return python
+    directory.mkdir(parents=True, exist_ok=True)
+    if not python.exists():
+        venv.create(directory / "venv", with_pip=True)
+    requirements = list(PINS) if latest else [f"{name}=={version}" for name, version in PINS.items()]
+    subprocess.run([str(python), "-m", "pip", "install", *(["--quiet"] if quiet else []), *requirements],
+                   check=True)
+    marker.write_text("\n".join(requirements) + "\n")
+    return python
+
+
+def site_packages(python: Path) -> Path:
+    out = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         check=True, capture_output=True, text=True)
+    return Path(out.stdout.strip())
+
+
+def projects(python: Path) -> list[Project]:
+    """The corpus: warp-lang's examples and tests, newton, mujoco-warp."""
+    site = site_packages(python)
+    return [
+        Project("warp-lang examples", site / "warp" / "examples", "warp"),
+        Project("warp-lang tests", site / "warp" / "tests", "warp"),
+        Project("newton", site / "newton", "newton"),
+        Project("mujoco-warp", site / "mujoco_warp", "mujoco_warp"),
+    ]
+
+
+def installed_versions(python: Path) -> dict[str, str]:
+    code = ("import importlib.metadata as m, json; print(json.dumps({n: m.version(n) for n in "
+            + repr(list(PINS)) + "}))")
+    out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
+    import json
+
+    return json.loads(out.stdout)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--latest", action="store_true", help="install the newest releases instead of the pins")
+    args = parser.parse_args(argv)
+    python = ensure_env(args.latest, quiet=False)
+    print(f"python: {python}")
+    for name, version in installed_versions(python).items():
+        print(f"{name} {version}")
+    for project in projects(python):
+        files = list(project.root.rglob("*.py"))
+        lines = sum(len(f.read_bytes().splitlines()) for f in files)
+        print(f"{project.name}: {project.root} ({len(files)} files, {lines} lines)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
