@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
 from warp_lint.host import UTILITY_MODULES, UTILITY_OPS, HostEvent, HostScope, TapeRegion, backward_seeds
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class UntapedUtilityOp(Rule):
@@ -40,7 +38,7 @@ class UntapedUtilityOp(Rule):
 
     code = "WL209"
     name = "untaped-utility-op"
-    triggers = frozenset({"Tape", "tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -104,7 +102,7 @@ class UntapedUtilityOp(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for region in scope.regions:
                 for event in scope.events_in(region):
@@ -116,9 +114,8 @@ class UntapedUtilityOp(Rule):
     @staticmethod
     def _result(scope: HostScope, event: HostEvent) -> set[str]:
         keys = {w.key for w in event.writes}
-        statement = event.statement
-        if isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is event.node:
-            keys |= {e.key for e in scope.events if e.kind == "assign" and e.statement is statement}
+        if event.call is not None and event.call.role == "assign":  # `s = wp.utils.array_sum(y)`
+            keys |= {e.key for e in scope.events if e.kind == "assign" and e.statement == event.statement}
         return keys
 
     @staticmethod
@@ -140,9 +137,9 @@ class UntapedUtilityOp(Rule):
                     return True
         return False
 
-    def _report(self, context: FileContext, event: HostEvent) -> None:
+    def _report(self, context: ProjectContext, event: HostEvent) -> None:
         function = event.name.rsplit(".", 1)[1]
-        context.report(self, event.node, (
+        context.report(self, event, (
             f"`wp.utils.{function}()` runs inside the tape block but is not recorded, and its result reaches the"
             f" loss: `backward()` passes no gradient through it, so everything upstream gets zero gradient, without"
             f" a warning; compute it in a kernel (e.g. `wp.atomic_add`) that the tape records"))

@@ -76,7 +76,7 @@ def test_a_cache_hit_gives_the_same_findings_without_linting(tree, tmp_path, mon
     def no_linting(*args, **kwargs):
         raise AssertionError("a cached file was linted again")
 
-    monkeypatch.setattr(runner, "lint_bytes", no_linting)
+    monkeypatch.setattr(runner, "analyse_bytes", no_linting)
     second, errors = runner.lint_files(tree, settings_for, jobs=1, cache=ResultsCache(tmp_path / "cache"))
     assert errors == []
     assert flat(second) == flat(first)
@@ -157,7 +157,7 @@ def test_a_file_changed_between_the_cache_check_and_the_lint_is_cached_under_wha
     results, _ = runner.lint_files([target], settings_for, jobs=1, cache=cache)
     assert [f.code for f in results[0].findings] == ["WL102"]
     assert cache.get(cache.key(str(target), first_bytes, settings_for(target))) is None
-    assert [f.code for f in cache.get(cache.key(str(target), second_bytes, settings_for(target)))] == ["WL102"]
+    assert [f.code for f in cache.get(cache.key(str(target), second_bytes, settings_for(target))).findings] == ["WL102"]
 
 
 def test_jobs_2_gives_the_same_findings_in_the_same_order_as_jobs_1(tree):
@@ -232,4 +232,4 @@ def test_no_cache_writes_nothing(tree, tmp_path):
     assert not (tmp_path / ".warp_lint_cache").exists()
     code, _, err = _finish(_check(tmp_path, cache_dir))  # and the cache is written without it
     assert code == 1, err
-    assert list(cache_dir.rglob("*.json")) and (cache_dir / "CACHEDIR.TAG").exists()
+    assert list(cache_dir.rglob("*.pickle")) and (cache_dir / "CACHEDIR.TAG").exists()

@@ -509,7 +509,7 @@ def test_wl112_fix_is_unsafe_and_not_offered_for_repeated_assignment():
 # -- the kernel model facts these rules read --------------------------------------------------------
 def _index(source: str):
     text = textwrap.dedent(source)
-    triaged = triage(text, frozenset(), whole_file=True)
+    triaged = triage(text, whole_file=True)
     module = cst.parse_module(text)
     names = WarpNames.from_triage(triaged)
     return build_kernel_index(module, names, build_module_options(module, names)), names

@@ -17,7 +17,7 @@ from warp_lint.files import discover, glob_spec
 from warp_lint.fixer import ConcurrentModification, applicable, write_atomically
 from warp_lint.output import RunReport, renderers
 from warp_lint.registry import all_rules, known_selector, select_rules
-from warp_lint.runner import lint_files
+from warp_lint.runner import lint_project
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -222,8 +222,8 @@ def _progress_printer():
 def lint_paths(arguments: argparse.Namespace, paths: list[Path], force_exclude: bool, progress=None):
     """The static pass as the command line runs it: configuration, discovery, cache, lint.
 
-    Returns (options, files, results, path errors, internal errors); shared by `check`, `confirm`
-    and `trace`.
+    Returns (options, files, results, path errors, internal errors, workspace); shared by `check`,
+    `confirm`, `explain` and `trace`.
     """
     base = None
     if arguments.config:
@@ -245,16 +245,16 @@ def lint_paths(arguments: argparse.Namespace, paths: list[Path], force_exclude: 
         from warp_lint.config import cache_directory
 
         cache = ResultsCache(cache_directory(options.config_for(Path.cwd().resolve())))
-    results, internal_errors = lint_files(files, options.settings_for, jobs=arguments.jobs, cache=cache,
-                                          progress=progress)
-    return options, files, results, errors, internal_errors
+    results, internal_errors, workspace = lint_project(files, options.settings_for, jobs=arguments.jobs, cache=cache,
+                                                       progress=progress)
+    return options, files, results, errors, internal_errors, workspace
 
 
 def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | None = None,
              confirm: bool = False) -> int:
     _validate(arguments)
     output_format = _output_format(arguments)
-    options, files, results, errors, internal_errors = lint_paths(
+    options, files, results, errors, internal_errors, workspace = lint_paths(
         arguments, paths, arguments.force_exclude, progress=_progress_printer())
     for error in errors:
         from warp_lint.engine import input_error
@@ -268,7 +268,9 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
         for index, result in enumerate(results):
             if result.source is None or not applicable(result.findings, arguments.unsafe_fixes):
                 continue
-            new_result, count = fix_until_stable(result, options.settings_for(Path(result.path)), arguments.unsafe_fixes)
+            settings = options.settings_for(Path(result.path))
+            new_result, count = fix_until_stable(result, settings, arguments.unsafe_fixes,
+                                                 relint=lambda source, s=settings: workspace.lint_source(source, s))
             if not count:
                 continue
             if arguments.diff:

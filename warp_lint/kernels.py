@@ -718,3 +718,48 @@ def _propagate_helper_effects(functions: list[FunctionModel], helpers: dict[str,
                             ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper)
                         )
         function.accesses.sort(key=lambda access: access.order)
+
+
+ATOMIC_FUNCTIONS = {"atomic_add", "atomic_sub", "atomic_min", "atomic_max"}
+
+
+def struct_field_effects(kernel: FunctionModel, index: KernelIndex) -> dict[str, set[str]]:
+    """"param.field" -> the accesses a kernel makes to the array in a struct parameter's field.
+
+    `s.q[i]` read, `s.q[i] = v` write, `s.q[i] += v` / `wp.atomic_add(s.q, ...)` accumulate. The kernel
+    model tracks array parameters only; Warp's own overwrite tracking does not look into structs.
+    """
+    cached = getattr(kernel, "_struct_effects_cache", None)
+    if cached is not None:
+        return cached
+    params = {p.name: p.type.dtype for p in kernel.params if p.type.kind == "struct"}
+    fields = {name: {f for f, t in index.structs[dtype].fields.items() if t.is_array}
+              for name, dtype in params.items() if dtype in index.structs}
+    effects: dict[str, set[str]] = {}
+
+    def field_of(node) -> str | None:
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and \
+                node.attr.value in fields.get(node.value.value, ()):
+            return f"{node.value.value}.{node.attr.value}"
+        return None
+
+    if fields:
+        stored: set[int] = set()
+        for node in walk(kernel.node.body):
+            if isinstance(node, (cst.Assign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, cst.Subscript) and field_of(target.value):
+                        effect = "write" if isinstance(node, cst.Assign) else "accumulate"
+                        effects.setdefault(field_of(target.value), set()).add(effect)
+                        stored.add(id(target.value))
+            elif isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Name)) and node.args:
+                name = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
+                if name in ATOMIC_FUNCTIONS and field_of(node.args[0].value):
+                    effects.setdefault(field_of(node.args[0].value), set()).add("accumulate")
+                    stored.add(id(node.args[0].value))
+        for node in walk(kernel.node.body):
+            if isinstance(node, cst.Subscript) and id(node.value) not in stored and field_of(node.value):
+                effects.setdefault(field_of(node.value), set()).add("read")
+    kernel._struct_effects_cache = effects
+    return effects

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from warp_lint.context import FileContext
+    from warp_lint.project_context import ProjectContext
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Fix safety", "Warp versions", "Confirmation")
 
@@ -35,13 +36,13 @@ class Rule:
     affected_versions: ClassVar[str] = ""  # "" means every Warp version
     runtime_strategy: ClassVar[tuple[str, ...]] = ()  # "gradcheck", "overwrite-tracking"
     severity: ClassVar[str] = "error"
-    # Identifiers that make a top-level host statement worth a LibCST parse (kernel rules need none:
-    # every Warp-decorated definition is always parsed).
-    triggers: ClassVar[frozenset[str]] = frozenset()
+    # "file": a kernel rule, run on one file's kernel model (``FileContext``); "project": a host
+    # rule, run once per run on the project model's recordings (``ProjectContext``).
+    level: ClassVar[str] = "file"
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: FileContext | ProjectContext) -> None:
         raise NotImplementedError
 
     @classmethod

@@ -1,8 +1,9 @@
-"""Linting many files: cache first, then one process for small runs, a pool for large ones.
+"""Linting many files: each file's analysis (cache first, then one process for small runs, a pool
+for large ones), then the project model over all of them, once.
 
-Memory stays bounded on large trees: the files are read one at a time (by the process that lints
-them), and a result keeps its file's text only when it has findings (the renderers and ``--fix``
-need it). The main process holds one small record per file to lint, never the files' contents.
+Memory stays bounded on large trees: the files are read one at a time (by the process that
+analyses them), and an analysis keeps its summary and kernel facts, not the file's text; the text
+is read again for the files that end up with findings (the renderers and ``--fix`` need it).
 """
 
 from __future__ import annotations
@@ -13,36 +14,32 @@ from pathlib import Path
 from typing import Callable
 
 from warp_lint.cache import ResultsCache
-from warp_lint.engine import FileResult, FileSettings, InternalError, input_error, lint_bytes
-from warp_lint.source import decode_source
+from warp_lint.engine import FileAnalysis, FileResult, FileSettings, InternalError, analyse_bytes, input_error
+from warp_lint.workspace import Workspace
 
 # Below this many files to lint, a pool's start-up (about 0.1-0.2 s) costs more than it saves:
 # one file from pre-commit or the editor never pays it.
 PARALLEL_MIN_FILES = 16
 
 
-def _lint_one(item: tuple[str, FileSettings, str | None]) -> tuple[FileResult | str, str | None]:
-    """Read and lint one file: (result or internal error message, cache key of what was linted).
+def _analyse_one(item: tuple[str, FileSettings, str | None]) -> tuple[FileAnalysis | str, str | None]:
+    """Read and analyse one file: (analysis or internal error message, cache key of what was read).
 
     ``item`` holds the cache key the main process computed from the bytes it read; when the file
-    changed since, the result is for the new bytes and comes back with their key instead.
+    changed since, the analysis is of the new bytes and comes back with their key instead.
     """
     path, settings, key = item
     try:
         raw = Path(path).read_bytes()
     except OSError as error:
-        return FileResult(path, [input_error(path, "E902", f"cannot read: {error.strerror or error}")]), None
+        return FileAnalysis(path, [input_error(path, "E902", f"cannot read: {error.strerror or error}")]), None
     if key is not None:
         key = ResultsCache.key(path, raw, settings)
     try:
-        result = lint_bytes(path, raw, settings)
+        analysis = analyse_bytes(path, raw, settings)
     except InternalError as error:
         return f"{error}\n{error.detail}", None
-    if result.findings and result.source is None:
-        result.source = _source_for(path, raw)
-    if not result.findings:
-        result.source = None  # keep memory bounded: only files with findings keep their text
-    return result, key
+    return analysis.without_source(), key
 
 
 def default_jobs() -> int:
@@ -52,9 +49,10 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-def lint_files(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
-               cache=None, progress: Callable[[str], None] | None = None) -> tuple[list[FileResult], list[str]]:
-    results: dict[int, FileResult] = {}
+def analyse_files(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
+                  cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None
+                  ) -> tuple[list[FileAnalysis], list[str]]:
+    analyses: dict[int, FileAnalysis] = {}
     internal_errors: list[str] = []
     pending: list[tuple[int, str, FileSettings, str | None, int]] = []  # index, path, settings, key, size
     for index, path in enumerate(files):
@@ -66,14 +64,14 @@ def lint_files(files: list[Path], settings_for: Callable[[Path], FileSettings], 
         try:
             raw = path.read_bytes()
         except OSError as error:
-            results[index] = FileResult(name, [input_error(name, "E902", f"cannot read: {error.strerror or error}")])
+            analyses[index] = FileAnalysis(name, [input_error(name, "E902", f"cannot read: {error.strerror or error}")])
             continue
         key = cache.key(name, raw, settings)
         cached = cache.get(key)
         if cached is not None:
-            results[index] = FileResult(name, cached, _source_for(name, raw) if cached else None)
+            analyses[index] = cached
             continue
-        pending.append((index, name, settings, key, len(raw)))  # the bytes are read again by the linter
+        pending.append((index, name, settings, key, len(raw)))  # the bytes are read again by the analysis
 
     jobs = jobs or default_jobs()
     if jobs > 1 and len(pending) >= PARALLEL_MIN_FILES:
@@ -81,12 +79,30 @@ def lint_files(files: list[Path], settings_for: Callable[[Path], FileSettings], 
         pending.sort(key=lambda item: -item[4] if item[4] else -_size(item[1]))
         items = [(name, settings, key) for _, name, settings, key, _ in pending]
         with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
-            outcomes = pool.map(_lint_one, items, chunksize=max(1, min(8, len(items) // (jobs * 16))))
-            _collect(pending, outcomes, results, internal_errors, cache, progress)
+            outcomes = pool.map(_analyse_one, items, chunksize=max(1, min(8, len(items) // (jobs * 16))))
+            _collect(pending, outcomes, analyses, internal_errors, cache, progress)
     else:
         items = [(name, settings, key) for _, name, settings, key, _ in pending]
-        _collect(pending, map(_lint_one, items), results, internal_errors, cache, progress)
-    return [results[i] for i in sorted(results)], internal_errors
+        _collect(pending, map(_analyse_one, items), analyses, internal_errors, cache, progress)
+    return [analyses[i] for i in sorted(analyses)], internal_errors
+
+
+def lint_files(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
+               cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None
+               ) -> tuple[list[FileResult], list[str]]:
+    results, internal_errors, _ = lint_project(files, settings_for, jobs, cache, progress)
+    return results, internal_errors
+
+
+def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
+                 cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None
+                 ) -> tuple[list[FileResult], list[str], Workspace]:
+    """Analyse the files, then finish their findings with their projects' model."""
+    analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress)
+    workspace = Workspace.for_files(files, cache)
+    if progress and len(files) > 50:
+        progress(f"following recordings across {len(files)} files")
+    return workspace.results(analyses, settings_for), internal_errors, workspace
 
 
 def _size(path: str) -> int:
@@ -96,7 +112,7 @@ def _size(path: str) -> int:
         return 0
 
 
-def _collect(pending, outcomes, results, internal_errors, cache, progress) -> None:
+def _collect(pending, outcomes, analyses, internal_errors, cache, progress) -> None:
     total = len(pending)
     for number, ((index, _, _, _, _), (outcome, key)) in enumerate(zip(pending, outcomes), start=1):
         if progress and total > 50 and number % 25 == 0:
@@ -104,13 +120,6 @@ def _collect(pending, outcomes, results, internal_errors, cache, progress) -> No
         if isinstance(outcome, str):
             internal_errors.append(outcome)
             continue
-        results[index] = outcome
+        analyses[index] = outcome
         if cache is not None and key is not None:
-            cache.put(key, outcome.findings)
-
-
-def _source_for(path: str, raw: bytes):
-    try:
-        return decode_source(path, raw)
-    except Exception:
-        return None
+            cache.put(key, outcome)

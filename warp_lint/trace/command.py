@@ -75,7 +75,7 @@ def _codes(value: str) -> list[str]:
 def _static_pass(arguments: argparse.Namespace, paths: list[Path]):
     from warp_lint.cli import lint_paths
 
-    _, files, results, warnings, internal_errors = lint_paths(arguments, paths, force_exclude=False)
+    _, files, results, warnings, internal_errors, _ = lint_paths(arguments, paths, force_exclude=False)
     return files, results, warnings + internal_errors
 
 
