@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from warp_lint.testing import lint_code
+from warp_lint.testing import fix_code, lint_code, snippet
 
 
 def codes(code: str, **options) -> list[tuple[str, int]]:
@@ -310,6 +310,38 @@ class TestSuppression:
         assert [(f.code, f.message) for f in found] == [
             ("WL900", "Unused `# noqa` for WL101: nothing is reported here")]
         assert found[0].fix.edits[0].content == "# noqa: WL102"
+
+    LINE = """
+        import warp as wp
+
+        @wp.kernel
+        def k(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = 2.0{comment}
+    """
+
+    @pytest.mark.parametrize("comment, fixed", [
+        ("  # noqa: WL102", ""),  # the whitespace that separated the comment goes with it
+        ("  # noqa: WL102, F841", "  # noqa: F841"),  # another linter's code stays
+        ("  # type: ignore  # noqa: WL102", "  # type: ignore"),
+        ("  # noqa: WL102  # a reason", "  # a reason"),
+        ("  # noqa: WL102 because of x", "  # because of x"),  # the rest stays a comment
+    ])
+    def test_the_safe_fix_removes_unused_codes_and_the_whitespace_before_them(self, comment, fixed):
+        fixed_code = fix_code(self.LINE.format(comment=comment), select=["WL102"], report_unused_noqa=True)
+        assert fixed_code == snippet(self.LINE.format(comment=fixed))
+
+    def test_an_unused_noqa_alone_on_its_line_goes_with_its_line(self):
+        code = self.LINE.format(comment="\n            # noqa: WL102")
+        assert fix_code(code, select=["WL102"], report_unused_noqa=True) == snippet(self.LINE.format(comment=""))
+
+    def test_a_bare_noqa_is_reported_but_removed_only_by_an_unsafe_fix(self):
+        """A bare `# noqa` silences every linter on the line: warp-lint cannot know it is unused."""
+        code = self.LINE.format(comment="  # noqa")
+        found = lint_code(code, report_unused_noqa=True)
+        assert [f.code for f in found] == ["WL900"]
+        assert fix_code(code, report_unused_noqa=True) == snippet(code)
+        assert fix_code(code, report_unused_noqa=True, unsafe=True) == snippet(self.LINE.format(comment=""))
 
 
 class TestBadInput:

@@ -28,11 +28,12 @@ def lint_code(code: str, *, select: list[str] | None = None, target: str = "", p
 
 
 def fix_code(code: str, *, select: list[str] | None = None, target: str = "", unsafe: bool = False,
-             passes: int = 10) -> str:
+             report_unused_noqa: bool = False, passes: int = 10) -> str:
     """What ``--fix`` (``--unsafe-fixes`` with ``unsafe``) makes of ``code`` (dedented)."""
     text = snippet(code)
     for _ in range(passes):
-        findings = applicable(lint_code(text, select=select, target=target), unsafe)
+        findings = applicable(lint_code(text, select=select, target=target, report_unused_noqa=report_unused_noqa),
+                              unsafe)
         if not findings:
             return text
         text, _ = apply_fixes(text, findings)
