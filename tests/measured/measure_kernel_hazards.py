@@ -28,8 +28,11 @@ HEADER = "import warp as wp\n"
 
 # Each case: source (a module defining `kernel`), params in signature order:
 #   ("in", values) a differentiable float32 / vec3 input; ("out", shape) an output summed into the loss
-#   with fixed weights; ("const", values) a non-differentiable array re-created for every launch;
-#   ("scalar", value) a plain argument. dim: launch dimension.
+#   with fixed weights; ("inout", values) a differentiable input the kernel also writes: perturbed,
+#   and its final values summed into the loss; ("const", values) a non-differentiable array
+#   re-created for every launch; ("scalar", value) a plain argument. dim: launch dimension.
+#   structs: {param position: struct class name} for arrays of a `@wp.struct` of the module (all
+#   float32 fields), whose values are given flat, one row of floats per element.
 CASES: dict[str, dict] = {
     # -- WL105 local-struct-field-write ------------------------------------------------------------
     "wl105_struct_fields": dict(source="""
@@ -416,13 +419,29 @@ def _load(name: str, source: str, directory: str):
     return module
 
 
-def _array(wp, values, requires_grad=False):
+def _array(wp, values, requires_grad=False, dtype=None):
+    if dtype is not None:  # a struct: one row of float32 fields per element
+        rows = np.asarray(values, dtype=np.float32)
+        return wp.array(np.frombuffer(rows.tobytes(), dtype=dtype.numpy_dtype()), dtype=dtype,
+                        requires_grad=requires_grad)
     values = np.asarray(values)
     if values.dtype.kind in "iu":
         return wp.array(values.astype(np.int32), dtype=wp.int32)
     values = values.astype(np.float32)
     dtype = wp.vec3 if values.ndim == 2 and values.shape[1] == 3 else wp.float32
     return wp.array(values, dtype=dtype, requires_grad=requires_grad)
+
+
+def _flat(values: np.ndarray) -> np.ndarray:
+    """The float32 values of a plain, vector or struct array, in memory order."""
+    return np.frombuffer(np.ascontiguousarray(values).tobytes(), dtype=np.float32)
+
+
+def _loss_size(kind: str, value, struct) -> int:
+    if kind == "out":
+        floats = struct.numpy_dtype()["itemsize"] // 4 if struct is not None else 1
+        return int(np.prod(value)) * floats
+    return np.asarray(value, dtype=np.float32).size
 
 
 def measure(name: str, case: dict, directory: str) -> dict:
@@ -432,18 +451,19 @@ def measure(name: str, case: dict, directory: str) -> dict:
     try:
         module = _load(name, case["source"], directory)
         params = case["params"]
+        structs = {k: getattr(module, struct) for k, struct in case.get("structs", {}).items()}
         rng = np.random.default_rng(0)
-        weights = {k: rng.uniform(0.5, 1.5, size=int(np.prod(p[1]))).astype(np.float32)
-                   for k, p in enumerate(params) if p[0] == "out"}
-        inputs = {k: np.asarray(p[1], dtype=np.float32) for k, p in enumerate(params) if p[0] == "in"}
+        weights = {k: rng.uniform(0.5, 1.5, size=_loss_size(p[0], p[1], structs.get(k))).astype(np.float32)
+                   for k, p in enumerate(params) if p[0] in ("out", "inout")}
+        inputs = {k: np.asarray(p[1], dtype=np.float32) for k, p in enumerate(params) if p[0] in ("in", "inout")}
 
         def launch(values, tape=None):
             args, arrays = [], {}
             for k, (kind, value) in enumerate(params):
-                if kind == "in":
-                    arrays[k] = _array(wp, values[k], requires_grad=tape is not None)
+                if kind in ("in", "inout"):
+                    arrays[k] = _array(wp, values[k], tape is not None, structs.get(k))
                 elif kind == "out":
-                    arrays[k] = wp.zeros(value, dtype=wp.float32, requires_grad=tape is not None)
+                    arrays[k] = wp.zeros(value, dtype=structs.get(k, wp.float32), requires_grad=tape is not None)
                 elif kind == "const":
                     arrays[k] = _array(wp, value)
                 if kind == "scalar":
@@ -460,12 +480,17 @@ def measure(name: str, case: dict, directory: str) -> dict:
 
         def loss(values) -> float:
             arrays = launch(values)
-            return float(sum((weights[k] * arrays[k].numpy().reshape(-1)).sum() for k in weights))
+            return float(sum((weights[k] * _flat(arrays[k].numpy())).sum() for k in weights))
+
+        def seed(k, array):  # the loss weights as the array's own dtype: d loss / d (final values)
+            if k in structs:
+                return _array(wp, weights[k].reshape(len(array), -1), dtype=structs[k])
+            return wp.array(weights[k].reshape(array.numpy().shape), dtype=array.dtype)
 
         tape = wp.Tape()
         arrays = launch(inputs, tape)
-        tape.backward(grads={arrays[k]: wp.array(weights[k], dtype=wp.float32) for k in weights})
-        ad = {k: arrays[k].grad.numpy().copy().reshape(-1) for k in inputs}
+        tape.backward(grads={arrays[k]: seed(k, arrays[k]) for k in weights})
+        ad = {k: _flat(arrays[k].grad.numpy()).copy() for k in inputs}
         fd = {}
         h = 1e-3
         for k, value in inputs.items():
