@@ -6,6 +6,7 @@ from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name, signed_terms
 from warp_lint.kernels import ArrayAccess, FunctionModel, gradient_free
 from warp_lint.rule import Example, Rule
+from warp_lint.same_element import may_touch_same_element
 
 
 class ArrayReadThenWrite(Rule):
@@ -17,6 +18,14 @@ class ArrayReadThenWrite(Rule):
     `f = flux[i]` then `if f > cap: flux[i] = cap`; and `*=`, `/=`, `%=`, `**=` on an array
     element, which lower to a read-modify-write. In a loop, a read in one iteration followed by
     the write in the next counts too.
+
+    Only a store that can hit an element read before it is flagged: the index expressions are
+    compared, and elements are told apart only when provably different (`i` and `i + 1`, `2 * i`
+    and `2 * i + 1`, with `i` the same thread index or loop counter). So `prods[i + 1] = x[i] *
+    prods[i]` in a `range` loop (each element read after it was written, never written after it
+    was read) is not flagged, while `a[i] = a[i + 1] * a[i + 1]` is (`a[i + 1]` is read in one
+    iteration and overwritten in the next). An index that is computed, read from an array, or
+    assigned more than once may be any element.
 
     ## Why is this bad?
     Warp's backward pass replays the forward reads from memory. Once the kernel has overwritten
@@ -35,7 +44,10 @@ class ArrayReadThenWrite(Rule):
     No automatic fix: write the result to a separate output array (or accumulate with `+=`).
 
     ## Warp versions
-    All versions; the additive form `a[i] = a[i] + e` only `<1.13`.
+    All versions; the additive form `a[i] = a[i] + e` only `<1.13`. Measured (AD against finite
+    differences): `prods[i + 1] = x[i] * prods[i]` in a dynamic loop matches on 1.4.2, 1.12.1
+    through 1.14.0 and 1.19.0, while `a[i] = a[i + 1] * a[i + 1]` in a `range(n)` loop is wrong on
+    all of them (AD 9.10 for FD 3.41).
 
     ## Confirmation
     gradcheck (the in-place array is restored from a snapshot before every evaluation), with
@@ -89,6 +101,23 @@ class ArrayReadThenWrite(Rule):
                 i = wp.tid()
                 a[i] = a[i] * damping
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def prefix_products(x: wp.array(dtype=float), n: int, prods: wp.array(dtype=float)):
+                prods[0] = 1.0
+                for i in range(n):
+                    prods[i + 1] = x[i] * prods[i]
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def shift_down(a: wp.array(dtype=float), n: int):
+                for i in range(n - 1, -1, -1):
+                    a[i] = a[i + 1] * a[i + 1]
+            """, target=">=1.13"),
     ]
     INVALID = [
         Example("""
@@ -138,6 +167,14 @@ class ArrayReadThenWrite(Rule):
                 i = wp.tid()
                 a[i] = a[i] + x[i] * x[i]
             """, target="<1.13"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def shift_up(a: wp.array(dtype=float), n: int):
+                for i in range(n):
+                    a[i] = a[i + 1] * a[i + 1]
+            """),
     ]
 
     def check(self, context: FileContext) -> None:
@@ -178,16 +215,11 @@ class ArrayReadThenWrite(Rule):
 
 
 def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | None:
-    reads = function.reads(write.array)
-    for read in reads:
-        if read.order < write.order:
-            return read
-    for loop in function.loops:  # a read later in the body runs before the next iteration's write
-        if loop.start_order <= write.order <= loop.end_order:
-            for read in reads:
-                if write.order < read.order <= loop.end_order:
-                    return read
-    return None
+    """The first read of the written element that can run before the write: earlier in the body, or
+    later in a loop around both (the previous iteration's). A helper call's own read and write of
+    an array share the call's order: the helper reports its own read-then-write."""
+    reads = [read for read in function.reads(write.array) if read.order != write.order]
+    return next((read for read in reads if may_touch_same_element(function, read, write)), None)
 
 
 def _sole_read_in_the_store(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> bool:

@@ -191,6 +191,33 @@ class TestArrayAccess:
                     out[j] = a[j + 1]
         """) == [("WL102", 6)]
 
+    def test_a_helper_read_later_in_a_loop_precedes_the_next_iterations_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.func
+            def peek(a: wp.array(dtype=float), j: int):
+                return a[j]
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+                for j in range(3):
+                    a[j] = 1.0
+                    out[j] = peek(a, j + 1)
+        """) == [("WL102", 10)]
+
+    def test_elements_read_and_written_apart_are_no_read_then_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), n: int, prods: wp.array(dtype=float)):
+                prods[0] = 1.0
+                for i in range(n):
+                    prods[i + 1] = x[i] * prods[i]
+                    prods[i + 1] = prods[i + 1] * prods[i + 1]
+        """) == [("WL102", 8)]
+
     def test_two_dimensional_element_store_is_not_a_component_write(self):
         assert codes("""
             import warp as wp

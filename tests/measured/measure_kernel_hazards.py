@@ -1,4 +1,4 @@
-"""Measure the kernel hazards behind WL105-WL114: autodiff (wp.Tape) against central finite differences.
+"""Measure the kernel hazards behind WL102-WL114: autodiff (wp.Tape) against central finite differences.
 
 Runs with whatever ``warp`` the interpreter imports, on the CPU, so the same script measures every
 release (``"$VENV"/bin/python tests/measured/measure_kernel_hazards.py`` in a scratch venv). Each case is written to
@@ -34,6 +34,26 @@ HEADER = "import warp as wp\n"
 #   structs: {param position: struct class name} for arrays of a `@wp.struct` of the module (all
 #   float32 fields), whose values are given flat, one row of floats per element.
 CASES: dict[str, dict] = {
+    # -- WL102 array-read-then-write: elements read and written at different indices -------------
+    "wl102_control_prefix_product": dict(source="""
+        @wp.kernel
+        def kernel(x: wp.array(dtype=float), n: int, prods: wp.array(dtype=float)):
+            prods[0] = 1.0
+            for i in range(n):
+                prods[i + 1] = x[i] * prods[i]
+        """, params=[("in", [0.5, 1.5, -2.0, 1.2]), ("scalar", 4), ("out", (5,))], dim=1),
+    "wl102_read_ahead_product": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), n: int):
+            for i in range(n):
+                a[i] = a[i + 1] * a[i + 1]
+        """, params=[("inout", [0.5, 1.5, -2.0, 1.2, 0.7]), ("scalar", 4)], dim=1),
+    "wl102_control_read_ahead_descending": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), n: int):
+            for i in range(n - 1, -1, -1):
+                a[i] = a[i + 1] * a[i + 1]
+        """, params=[("inout", [0.5, 1.5, -2.0, 1.2, 0.7]), ("scalar", 4)], dim=1),
     # -- WL105 local-struct-field-write ------------------------------------------------------------
     "wl105_struct_fields": dict(source="""
         @wp.struct

@@ -1,4 +1,4 @@
-"""WL105-WL114 against the installed Warp: each rule's measured hazard and its fix, AD vs finite differences.
+"""WL102-WL114 against the installed Warp: each rule's measured hazard and its fix, AD vs finite differences.
 
 The cases live in ``measure_kernel_hazards.py`` (which also runs under other releases, from scratch
 virtual environments, to fill in the rules' "Warp versions" sections). Here they check two things:
@@ -25,6 +25,9 @@ _spec.loader.exec_module(harness)
 
 # case -> (rule, is the hazard)
 CASES = {
+    "wl102_read_ahead_product": ("WL102", True),
+    "wl102_control_prefix_product": ("WL102", False),
+    "wl102_control_read_ahead_descending": ("WL102", False),
     "wl105_struct_fields": ("WL105", True),
     "wl105_control_value_constructor": ("WL105", False),
     "wl106_double_store": ("WL106", True),
