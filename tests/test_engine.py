@@ -456,6 +456,24 @@ def test_matrix_built_from_literal_rows_is_a_constant():
     """) == []
 
 
+def test_a_diagonal_built_from_constants_then_updated_is_reported_at_the_update_only():
+    """Measured (tests/measured, wl103_*): the first loop overwrites constants, which carry no gradient;
+    the second overwrites the first loop's values."""
+    assert codes("""
+        import warp as wp
+
+        @wp.kernel
+        def k(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float, out: wp.array(dtype=wp.mat33)):
+            tid = wp.tid()
+            m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            for i in range(3):
+                m[i, i] = d[i] * k
+            for i in range(3):
+                m[i, i] = r[i]
+            out[tid] = m
+    """, select=["WL103"]) == [("WL103", 10)]
+
+
 def test_scaling_in_place_by_a_constant_keeps_the_gradient_right():
     assert codes("""
         import warp as wp

@@ -54,6 +54,53 @@ CASES: dict[str, dict] = {
             for i in range(n - 1, -1, -1):
                 a[i] = a[i + 1] * a[i + 1]
         """, params=[("inout", [0.5, 1.5, -2.0, 1.2, 0.7]), ("scalar", 4)], dim=1),
+    # -- WL103 vector-component-overwrite: a local matrix's diagonal written in two loops ---------
+    "wl103_control_diagonal_first_write": dict(source="""
+        @wp.kernel
+        def kernel(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float, out: wp.array(dtype=float)):
+            tid = wp.tid()
+            m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            for i in range(3):
+                m[i, i] = d[i] * k
+            v = m * wp.vec3(r[0], r[1], r[2])
+            out[tid] = wp.dot(v, v)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 0.5]), ("scalar", 1.5), ("out", (1,))], dim=1),
+    "wl103_diagonal_first_write_dynamic": dict(source="""
+        @wp.kernel
+        def kernel(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float, n: int,
+                   out: wp.array(dtype=float)):
+            tid = wp.tid()
+            m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            for i in range(n):
+                m[i, i] = d[i] * k
+            v = m * wp.vec3(r[0], r[1], r[2])
+            out[tid] = wp.dot(v, v)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 0.5]), ("scalar", 1.5), ("scalar", 3),
+                     ("out", (1,))], dim=1),
+    "wl103_diagonal_second_write": dict(source="""
+        @wp.kernel
+        def kernel(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float, out: wp.array(dtype=float)):
+            tid = wp.tid()
+            m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            for i in range(3):
+                m[i, i] = d[i] * k
+            for i in range(3):
+                m[i, i] = m[i, i] * r[i]
+            v = m * wp.vec3(1.0, 2.0, 3.0)
+            out[tid] = wp.dot(v, v)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 0.5]), ("scalar", 1.5), ("out", (1,))], dim=1),
+    "wl103_diagonal_second_write_additive": dict(source="""
+        @wp.kernel
+        def kernel(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float, out: wp.array(dtype=float)):
+            tid = wp.tid()
+            m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            for i in range(3):
+                m[i, i] = d[i] * k
+            for i in range(3):
+                m[i, i] = m[i, i] + r[i]
+            v = m * wp.vec3(1.0, 2.0, 3.0)
+            out[tid] = wp.dot(v, v)
+        """, params=[("in", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 0.5]), ("scalar", 1.5), ("out", (1,))], dim=1),
     # -- WL105 local-struct-field-write ------------------------------------------------------------
     "wl105_struct_fields": dict(source="""
         @wp.struct
