@@ -1,4 +1,4 @@
-"""Measure the kernel hazards behind WL102-WL114: autodiff (wp.Tape) against central finite differences.
+"""Measure the kernel hazards behind WL101-WL114: autodiff (wp.Tape) against central finite differences.
 
 Runs with whatever ``warp`` the interpreter imports, on the CPU, so the same script measures every
 release (``"$VENV"/bin/python tests/measured/measure_kernel_hazards.py`` in a scratch venv). Each case is written to
@@ -33,8 +33,47 @@ HEADER = "import warp as wp\n"
 #   re-created for every launch; ("scalar", value) a plain argument. dim: launch dimension.
 #   structs: {param position: struct class name} for arrays of a `@wp.struct` of the module (all
 #   float32 fields), whose values are given flat, one row of floats per element.
+PARTICLE = """
+        @wp.struct
+        class Particle:
+            pos: wp.vec3
+            vel: wp.vec3
+        """
+PARTICLES = [[0.5, 1.0, -0.5, 1.0, 2.0, 0.5], [1.5, -1.0, 0.3, -0.7, 0.2, 1.2]]
 CASES: dict[str, dict] = {
-    # -- WL102 array-read-then-write: elements read and written at different indices -------------
+    # -- WL101 array-component-write: component and field stores on array elements ------------
+    "wl101_struct_field_update": dict(source=PARTICLE + """
+        @wp.kernel
+        def kernel(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3), dt: float):
+            tid = wp.tid()
+            p = particles[tid]
+            particles[tid].vel = p.vel + f[tid] * dt
+        """, params=[("inout", PARTICLES), ("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]]), ("scalar", 0.1)],
+        structs={0: "Particle"}, dim=2),
+    "wl101_struct_fields_stored": dict(source=PARTICLE + """
+        @wp.kernel
+        def kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), out: wp.array(dtype=Particle)):
+            tid = wp.tid()
+            out[tid].pos = x[tid]
+            out[tid].vel = v[tid] * v[tid][0]
+        """, params=[("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]]), ("in", [[0.3, 1.0, 2.0], [1.5, 0.5, -1.0]]),
+                     ("out", (2,))], structs={2: "Particle"}, dim=2),
+    "wl101_control_struct_constructed": dict(source=PARTICLE + """
+        @wp.kernel
+        def kernel(x: wp.array(dtype=wp.vec3), v: wp.array(dtype=wp.vec3), out: wp.array(dtype=Particle)):
+            tid = wp.tid()
+            out[tid] = Particle(x[tid], v[tid] * v[tid][0])
+        """, params=[("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]]), ("in", [[0.3, 1.0, 2.0], [1.5, 0.5, -1.0]]),
+                     ("out", (2,))], structs={2: "Particle"}, dim=2),
+    "wl101_control_struct_rebuilt": dict(source=PARTICLE + """
+        @wp.kernel
+        def kernel(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3), dt: float):
+            tid = wp.tid()
+            p = particles[tid]
+            particles[tid] = Particle(p.pos, p.vel + f[tid] * dt)
+        """, params=[("inout", PARTICLES), ("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]]), ("scalar", 0.1)],
+        structs={0: "Particle"}, dim=2),
+    # -- WL102 array-read-then-write: index comparison, updates through a local copy ------------
     "wl102_control_prefix_product": dict(source="""
         @wp.kernel
         def kernel(x: wp.array(dtype=float), n: int, prods: wp.array(dtype=float)):

@@ -1,4 +1,4 @@
-"""WL102-WL114 against the installed Warp: each rule's measured hazard and its fix, AD vs finite differences.
+"""WL101-WL114 against the installed Warp: each rule's measured hazard and its fix, AD vs finite differences.
 
 The cases live in ``measure_kernel_hazards.py`` (which also runs under other releases, from scratch
 virtual environments, to fill in the rules' "Warp versions" sections). Here they check two things:
@@ -25,6 +25,10 @@ _spec.loader.exec_module(harness)
 
 # case -> (rule, is the hazard)
 CASES = {
+    "wl101_struct_field_update": ("WL101", True),
+    "wl101_struct_fields_stored": ("WL101", True),
+    "wl101_control_struct_constructed": ("WL101", False),
+    "wl101_control_struct_rebuilt": ("WL101", False),
     "wl102_read_ahead_product": ("WL102", True),
     "wl102_control_prefix_product": ("WL102", False),
     "wl102_control_read_ahead_descending": ("WL102", False),
