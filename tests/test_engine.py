@@ -474,13 +474,64 @@ def test_a_diagonal_built_from_constants_then_updated_is_reported_at_the_update_
     """, select=["WL103"]) == [("WL103", 10)]
 
 
-def test_scaling_in_place_by_a_constant_keeps_the_gradient_right():
-    assert codes("""
+STRUCT_FIELD_UPDATE = """
+    import warp as wp
+
+    @wp.struct
+    class Particle:
+        pos: wp.vec3
+        vel: wp.vec3
+
+    @wp.kernel
+    def step(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3), dt: float):
+        tid = wp.tid()
+        p = particles[tid]
+        particles[tid].vel = p.vel + f[tid] * dt
+"""
+
+
+def test_a_field_update_on_a_struct_array_element_is_the_component_write_it_is():
+    """Measured (tests/measured, wl101_struct_field_update): `f` gets no gradient up to 1.13.0, the
+    right one from 1.14.0; the update only adds to the field it read, so no replay goes wrong."""
+    assert codes(STRUCT_FIELD_UPDATE, target="<1.14") == [("WL101", 12)]
+    assert codes(STRUCT_FIELD_UPDATE, target=">=1.14") == []
+    product = STRUCT_FIELD_UPDATE.replace("p.vel + f[tid] * dt", "wp.cw_mul(p.vel, f[tid])")
+    assert codes(product, target=">=1.14") == [("WL102", 12)]  # measured wrong on every release
+    other_field = STRUCT_FIELD_UPDATE.replace("p.vel + f[tid] * dt", "p.vel + p.pos * wp.length(p.pos)")
+    assert codes(other_field, target=">=1.14") == []  # `pos` is not overwritten: its replay is right
+
+
+SCALED_IN_PLACE = """
+    import warp as wp
+
+    @wp.kernel
+    def k(a: wp.array(dtype=float), b: wp.array(dtype=float), g: wp.array(dtype=float), damping: float):
+        i = wp.tid()
+        a[i] = a[i] * damping
+        b[i] = b[i] * g[i]
+"""
+
+
+def test_scaling_in_place_by_a_constant_keeps_the_gradient_right_from_1_13():
+    """Measured (tests/measured, wl102_scaled_in_place): right on 1.13.0 and 1.19.0; on 1.4.2
+    and 1.12.1 the store does not cut the old value's gradient (AD 2.16 against FD 1.02)."""
+    assert codes(SCALED_IN_PLACE, target=">=1.13") == [("WL102", 7)]
+    assert codes(SCALED_IN_PLACE, target="<1.13") == [("WL102", 6), ("WL102", 7)]
+
+
+def test_an_update_through_a_local_copy_is_read_like_one_in_the_store():
+    code = """
         import warp as wp
 
         @wp.kernel
-        def k(a: wp.array(dtype=float), b: wp.array(dtype=float), g: wp.array(dtype=float), damping: float):
+        def k(a: wp.array(dtype=float), b: wp.array(dtype=float), x: wp.array(dtype=float), damping: float):
             i = wp.tid()
-            a[i] = a[i] * damping
-            b[i] = b[i] * g[i]
-    """) == [("WL102", 7)]
+            v = a[i]
+            a[i] = v + x[i] * x[i]
+            w = b[i]
+            b[i] = w * damping
+    """
+    assert codes(code, target=">=1.13") == []
+    assert codes(code, target="<1.13") == [("WL102", 7), ("WL102", 9)]
+    used_elsewhere = code.replace("b[i] = w * damping", "b[i] = w * damping + w * w")
+    assert codes(used_elsewhere, target=">=1.13") == [("WL102", 9)]

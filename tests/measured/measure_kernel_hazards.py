@@ -93,6 +93,34 @@ CASES: dict[str, dict] = {
             for i in range(n - 1, -1, -1):
                 a[i] = a[i + 1] * a[i + 1]
         """, params=[("inout", [0.5, 1.5, -2.0, 1.2, 0.7]), ("scalar", 4)], dim=1),
+    "wl102_struct_field_product": dict(source=PARTICLE + """
+        @wp.kernel
+        def kernel(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3)):
+            tid = wp.tid()
+            p = particles[tid]
+            particles[tid].vel = wp.cw_mul(p.vel, f[tid])
+        """, params=[("inout", PARTICLES), ("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]])],
+        structs={0: "Particle"}, dim=2),
+    "wl102_copy_additive": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), x: wp.array(dtype=float)):
+            i = wp.tid()
+            v = a[i]
+            a[i] = v + x[i] * x[i]
+        """, params=[("inout", [0.5, 1.5, -2.0]), ("in", [1.0, 2.0, 0.5])], dim=3),
+    "wl102_copy_scaled": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), damping: float):
+            i = wp.tid()
+            v = a[i]
+            a[i] = v * damping
+        """, params=[("inout", [0.5, 1.5, -2.0]), ("scalar", 0.9)], dim=3),
+    "wl102_scaled_in_place": dict(source="""
+        @wp.kernel
+        def kernel(a: wp.array(dtype=float), damping: float):
+            i = wp.tid()
+            a[i] = a[i] * damping
+        """, params=[("inout", [0.5, 1.5, -2.0]), ("scalar", 0.9)], dim=3),
     # -- WL103 vector-component-overwrite: a local matrix's diagonal written in two loops ---------
     "wl103_control_diagonal_first_write": dict(source="""
         @wp.kernel
