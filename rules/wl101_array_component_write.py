@@ -25,6 +25,9 @@ class ArrayComponentWrite(Rule):
     (measured on 1.4.2: the AD Jacobian is all zeros; correct from 1.14.0). A struct field store
     is the same store: `p = particles[i]; particles[i].vel = p.vel + f[i] * dt` gives `f` a zero
     gradient on 1.4.2, 1.12.1 and 1.13.0 (finite differences 0.05 to 0.14) and matches from 1.14.0.
+    An augmented assignment to a component or field (`y[i].y += v`, `y[i][1] -= v`,
+    `particles[i].vel += v`) stayed wrong longer: `v` gets a zero gradient through 1.17.0 and the
+    right one from 1.18.0, which also rejects `*=`/`/=` on a component at compile time.
 
     ## Fix safety
     When every component (every field) of the element is assigned in consecutive statements, the
@@ -40,9 +43,12 @@ class ArrayComponentWrite(Rule):
     into another array is right on every release.
 
     ## Warp versions
-    `<1.14`. Fixed in Warp 1.14.0; the rule is silent when the target Warp version is newer.
-    Measured for struct fields: zero gradient on 1.4.2, 1.12.1 and 1.13.0, right on 1.14.0 and
-    1.19.0.
+    `<1.14` for a plain store (`=`), `<1.18` for an augmented one (`+=`, `-=`, `*=`, ...); the rule
+    is silent when the target Warp version is newer. Measured for struct fields: zero gradient on
+    1.4.2, 1.12.1 and 1.13.0, right on 1.14.0 and 1.19.0. For `+=` on a `wp.vec3` component and on
+    a struct field: zero gradient on 1.4.2, 1.12.1 and each of 1.13.0 to 1.17.0, right on 1.18.0
+    and 1.19.0; `y[i][1] -= v`: zero on 1.4.2 and 1.17.0, right from 1.18.0 (it does not compile on
+    1.12.1 to 1.14.0); `y[i].y *= 2.0`: AD 1.31 for FD 2.63 up to 1.17.0, a compile error from 1.18.0.
 
     ## Confirmation
     gradcheck: the kernel's autodiff gradient is compared with finite differences.
@@ -50,7 +56,7 @@ class ArrayComponentWrite(Rule):
 
     code = "WL101"
     name = "array-component-write"
-    affected_versions = "<1.14"
+    affected_versions = "<1.18"  # `=` only <1.14
     runtime_strategy = ("gradcheck",)
 
     VALID = [
@@ -84,6 +90,14 @@ class ArrayComponentWrite(Rule):
                 p = particles[tid]
                 particles[tid].vel = p.vel + f[tid] * dt
             """, target=">=1.14"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def bump(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                y[i][1] += x[i]
+            """, target=">=1.18"),
     ]
     INVALID = [
         Example("""
@@ -110,7 +124,7 @@ class ArrayComponentWrite(Rule):
             def bump(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
                 i = wp.tid()
                 y[i][1] += x[i]
-            """, target="<1.14"),
+            """, target=">=1.14,<1.18"),
         Example("""
             from warp import array, kernel, mat22, tid
 
@@ -184,6 +198,9 @@ class ArrayComponentWrite(Rule):
                 if not carries_gradient:
                     continue  # integer components and fields have no gradient, nor do array fields
                 operator = access.operator or "="
+                # Measured: a plain store is right from 1.14.0, `+=`/`-=` only from 1.18.0 (other
+                # augmented operators on a component are rejected at compile time from 1.18.0).
+                affected = "<1.14" if access.operator is None else "<1.18"
                 element = f"`{access.array}[{access.index}]`"
                 if struct:
                     advice = (f"store a whole `{param_type.dtype_code or struct.name}(...)` instead, into another array"
@@ -196,6 +213,7 @@ class ArrayComponentWrite(Rule):
                     access.statement,
                     f"{what} of {element} is written in place (`{operator}`): its gradient is dropped; {advice}",
                     fix=fixes.get(id(access.statement)),
+                    affected_versions=affected,
                     data=function.runtime_data(),
                 )
 

@@ -474,6 +474,23 @@ def test_a_diagonal_built_from_constants_then_updated_is_reported_at_the_update_
     """, select=["WL103"]) == [("WL103", 10)]
 
 
+def test_an_augmented_component_store_stays_reported_until_1_18():
+    """Measured (tests/measured, wl101_component_accumulate): `y[i].y += v` drops the gradient of `v`
+    through 1.17.0, while `y[i].x = v` is right from 1.14.0."""
+    code = """
+        import warp as wp
+
+        @wp.kernel
+        def k(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+            i = wp.tid()
+            y[i].x = x[i]
+            y[i].y += x[i] * x[i]
+    """
+    assert codes(code, target="==1.13.0") == [("WL101", 6), ("WL101", 7)]
+    assert codes(code, target="==1.17.0") == [("WL101", 7)]
+    assert codes(code, target=">=1.18") == []
+
+
 STRUCT_FIELD_UPDATE = """
     import warp as wp
 

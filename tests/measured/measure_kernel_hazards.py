@@ -42,12 +42,37 @@ PARTICLE = """
 PARTICLES = [[0.5, 1.0, -0.5, 1.0, 2.0, 0.5], [1.5, -1.0, 0.3, -0.7, 0.2, 1.2]]
 CASES: dict[str, dict] = {
     # -- WL101 array-component-write: component and field stores on array elements ------------
+    "wl101_component_accumulate": dict(source="""
+        @wp.kernel
+        def kernel(y: wp.array(dtype=wp.vec3), x: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i].y += x[i] * x[i]
+        """, params=[("inout", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]]), ("in", [1.5, 0.7])], dim=2),
+    "wl101_component_subtract": dict(source="""
+        @wp.kernel
+        def kernel(y: wp.array(dtype=wp.vec3), x: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i][1] -= x[i] * x[i]
+        """, params=[("inout", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]]), ("in", [1.5, 0.7])], dim=2),
+    "wl101_component_scale": dict(source="""
+        @wp.kernel
+        def kernel(y: wp.array(dtype=wp.vec3)):
+            i = wp.tid()
+            y[i].y *= 2.0
+        """, params=[("inout", [[1.0, 2.0, 0.5], [0.3, -1.0, 2.0]])], dim=2),
     "wl101_struct_field_update": dict(source=PARTICLE + """
         @wp.kernel
         def kernel(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3), dt: float):
             tid = wp.tid()
             p = particles[tid]
             particles[tid].vel = p.vel + f[tid] * dt
+        """, params=[("inout", PARTICLES), ("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]]), ("scalar", 0.1)],
+        structs={0: "Particle"}, dim=2),
+    "wl101_struct_field_accumulate": dict(source=PARTICLE + """
+        @wp.kernel
+        def kernel(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3), dt: float):
+            tid = wp.tid()
+            particles[tid].vel += f[tid] * dt
         """, params=[("inout", PARTICLES), ("in", [[1.0, 2.0, 3.0], [0.5, -0.5, 2.0]]), ("scalar", 0.1)],
         structs={0: "Particle"}, dim=2),
     "wl101_struct_fields_stored": dict(source=PARTICLE + """

@@ -24,6 +24,9 @@ _spec.loader.exec_module(harness)
 
 # case -> (rule, is the hazard)
 CASES = {
+    "wl101_component_accumulate": ("WL101", True),
+    "wl101_component_subtract": ("WL101", True),
+    "wl101_struct_field_accumulate": ("WL101", True),
     "wl101_struct_field_update": ("WL101", True),
     "wl101_struct_fields_stored": ("WL101", True),
     "wl101_control_struct_constructed": ("WL101", False),
