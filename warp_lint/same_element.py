@@ -1,6 +1,6 @@
 """Can two accesses in one thread touch the same element? Their index expressions compared, conservatively.
 
-Each index is read as an affine form over symbols: ``2 * i + 1`` is ``2·i + 1``. A symbol is a name
+Each index is read as an affine form over symbols: ``2 * i + 1`` is 2 times ``i`` plus 1. A symbol is a name
 whose value is the same at both accesses (a parameter never assigned, a module constant, a local
 assigned once outside every loop such as ``tid = wp.tid()``; such a local with an affine value is
 replaced by that value), or the variable of a ``for ... in range(...)`` loop around the access.
@@ -63,7 +63,7 @@ def _may_meet(function: FunctionModel, first: ElementAccess, second: ElementAcce
                   for a, b in zip(first.element, second.element)]
     for earlier_loop in scenarios:
         same_value = shared if earlier_loop is None else shared[:shared.index(earlier_loop)]
-        if not any(_apart(a, b, same_value, earlier_loop) for a, b in dimensions):
+        if not any(_apart(function, a, b, same_value, earlier_loop) for a, b in dimensions):
             return True
     return False
 
@@ -77,7 +77,8 @@ def _shared_loops(first: tuple[Loop, ...], second: tuple[Loop, ...]) -> list[Loo
     return shared
 
 
-def _apart(first: Affine | None, second: Affine | None, same_value: list[Loop], earlier_loop: Loop | None) -> bool:
+def _apart(function: FunctionModel, first: Affine | None, second: Affine | None, same_value: list[Loop],
+           earlier_loop: Loop | None) -> bool:
     """Whether the two indices differ in every pair of runs: ``first`` in an earlier iteration of
     ``earlier_loop`` (or the same iteration, for None), in the same iteration of ``same_value``."""
     if first is None or second is None:
@@ -101,28 +102,20 @@ def _apart(first: Affine | None, second: Affine | None, same_value: list[Loop], 
     if set(varying) != {later, earlier} or varying[earlier] != -varying[later]:
         return False
     coefficient = varying[later]
-    step = _range_step(earlier_loop)
+    step = _range_step(function, earlier_loop)
     if step is None:  # some nonzero step: c * (later - earlier) is never zero, anything else may cancel
         return constant == 0
     iterations, remainder = divmod(-constant, coefficient * step)
     return remainder != 0 or iterations < 1
 
 
-def _range_step(loop: Loop) -> int | None:
+def _range_step(function: FunctionModel, loop: Loop) -> int | None:
+    """The step of ``for ... in range(...)`` when it is a nonzero literal integer."""
     arguments = loop.node.iter.args
     if len(arguments) < 3:
         return 1
-    form = _constant(arguments[2].value)
-    return form if form else None
-
-
-def _constant(node: cst.BaseExpression) -> int | None:
-    if isinstance(node, cst.Integer):
-        return int(node.value, 0)
-    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, (cst.Minus, cst.Plus)):
-        inner = _constant(node.expression)
-        return None if inner is None else -inner if isinstance(node.operator, cst.Minus) else inner
-    return None
+    form = _affine(function, arguments[2].value, (), frozenset())
+    return form[1] if form is not None and not form[0] and form[1] else None
 
 
 def _affine(function: FunctionModel, node: cst.BaseExpression, loops: tuple[Loop, ...], seen: frozenset[str]
