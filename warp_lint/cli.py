@@ -16,7 +16,7 @@ from warp_lint.engine import FileResult, FileSettings, fix_until_stable
 from warp_lint.files import discover, glob_spec
 from warp_lint.fixer import ConcurrentModification, applicable, write_atomically
 from warp_lint.output import RunReport, renderers
-from warp_lint.registry import all_rules, known_selector, select_rules
+from warp_lint.registry import RulesNotInstalled, all_rules, known_selector, select_rules
 from warp_lint.runner import lint_project
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -402,7 +402,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return serve(debounce=arguments.debounce)
         parser.print_help()
         return EXIT_ERROR
-    except (UsageError, ConfigError) as error:
+    except (UsageError, ConfigError, RulesNotInstalled) as error:
         sys.stderr.write(f"warp-lint: error: {error}\n")
         return EXIT_ERROR
     except KeyboardInterrupt:

@@ -17,7 +17,7 @@ from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.summary import FileSummary, summarize
 from warp_lint.registry import EXTRA_CODES, all_rules
-from warp_lint.source import SourceError, SourceFile, decode_source
+from warp_lint.source import SourceError, SourceFile, decode_source, split_lines
 from warp_lint.triage import triage
 
 # Bigger files are reported, not linted: a generated 10 MB module holds no hand-written kernel,
@@ -196,6 +196,7 @@ def finalize(source: SourceFile | None, path: str, findings: list[Finding], sett
 
 def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Finding]:
     findings = []
+    lines = None
     for directive in directives.values():
         codes = directive.codes
         if codes is None:
@@ -207,13 +208,38 @@ def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Fin
             continue
         start, end = Position(directive.line, directive.column), Position(directive.line, directive.end_column)
         keep = [c for c in (codes or ()) if c not in unused]
-        replacement = f"# noqa: {', '.join(keep)}" if keep else ""
-        fix = Fix("Remove the unused suppression", (Edit(start, end, replacement),), Applicability.SAFE)
+        if keep:
+            fix = Fix("Remove the unused codes", (Edit(start, end, f"# noqa: {', '.join(keep)}"),), Applicability.SAFE)
+        else:
+            lines = lines or split_lines(source.text)
+            removal = _directive_removal(lines, directive)
+            # A bare `# noqa` silences every linter on the line, and warp-lint only knows it silenced
+            # none of its own findings: removing it is the user's call (ruff's RUF100 leaves it too).
+            fix = (Fix("Remove the unused suppression", (removal,), Applicability.SAFE) if codes is not None
+                   else Fix("Remove the bare `# noqa` (other linters may rely on it)", (removal,), Applicability.UNSAFE))
         what = "`# noqa`" if codes is None else f"`# noqa` for {', '.join(unused)}"
         findings.append(Finding(code="WL900", name="unused-noqa", message=f"Unused {what}: nothing is reported here",
                                 path=source.path, start=start, end=end, severity="warning", fix=fix,
                                 noqa_row=directive.line))
     return findings
+
+
+def _directive_removal(lines: list[str], directive) -> Edit:
+    """The edit that deletes a directive with the whitespace that only set it apart: the spaces before
+    it at the end of a line, the line itself when it held nothing else. Text after it in the same
+    comment (`# noqa: WL102 because ...`) stays a comment; a second comment after it stays as it was."""
+    row = directive.line
+    line = lines[row - 1].rstrip("\r\n")
+    before, after = line[:directive.column - 1], line[directive.end_column - 1:]
+    if after.strip():
+        if after.lstrip().startswith("#"):  # `# noqa: WL102  # why`: the next comment takes its place
+            return Edit(Position(row, directive.column), Position(row, len(line) - len(after.lstrip()) + 1), "")
+        return Edit(Position(row, directive.column), Position(row, directive.end_column), "#")
+    if before.strip():
+        return Edit(Position(row, len(before.rstrip()) + 1), Position(row, len(line) + 1), "")
+    if row < len(lines) or lines[row - 1] != line:  # the comment's whole line, with its line ending
+        return Edit(Position(row, 1), Position(row + 1, 1), "")
+    return Edit(Position(row, 1), Position(row, len(line) + 1), "")
 
 
 MAX_FIX_PASSES = 10

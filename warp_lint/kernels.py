@@ -54,8 +54,11 @@ class ArrayAccess:
     component: str | None = None  # "x" / "0" for a component store: y[i].x = ...
     operator: str | None = None  # "*=" for augmented stores
     via: str | None = None  # the @wp.func through which it happens
-    loops: tuple["Loop", ...] = ()  # the loops around it, outermost first (empty for helper effects)
+    loops: tuple["Loop", ...] = ()  # the loops around it, outermost first
     branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
+    # The index expressions naming the element from the array itself, outermost dimension first
+    # (`a[i, j]` and `a[i][j]` alike); None where they are unknown: through a row view, a call, a helper.
+    element: tuple[cst.BaseExpression, ...] | None = None
 
 
 @dataclasses.dataclass
@@ -82,6 +85,7 @@ class ComponentWrite:
     operator: str | None
     is_field: bool  # ``b.pos = ...`` on a struct rather than a vector component
     loops: tuple["Loop", ...] = ()
+    element: tuple[cst.BaseExpression, ...] | None = None  # ``(i, j)`` for ``m[i, j] = ...``; None for ``v.x``
 
 
 @dataclasses.dataclass
@@ -167,6 +171,7 @@ class HelperCall:
     statement: cst.CSTNode | None
     arguments: dict[str, str]  # helper parameter -> caller's array name
     order: int
+    loops: tuple["Loop", ...] = ()
 
 
 @dataclasses.dataclass
@@ -438,18 +443,19 @@ class _BodyScanner:
                 inner = target.value
                 array = self.array_of(inner.value)
                 if len(inner.slice) >= self.arrays.get(array, _ONE_DIM).type.ndim:
-                    self.array_store(array, inner, value, statement, operator, component=_index_code(target))
+                    self.array_store(array, inner, value, statement, operator, component=index_code(target))
                 else:  # a[i][j] on a 2-d array: an element store written as two subscripts
                     self.array_store(array, target, value, statement, operator, component=None)
                 return
             if isinstance(target.value, cst.Name):
-                self.component_write(target.value.value, _index_code(target), value, statement, operator, False)
+                self.component_write(target.value.value, index_code(target), value, statement, operator, False,
+                                     _subscript_element(target))
                 return
             if self.qualify(target.value) == "warp.adjoint":
                 for element in target.slice:
                     self.expression(element.slice)
                 self.model.adjoint_writes.append(
-                    AdjointWrite(_index_code(target), statement, target, value, operator, self.order))
+                    AdjointWrite(index_code(target), statement, target, value, operator, self.order))
                 return
         if isinstance(target, cst.Attribute):
             base = target.value
@@ -463,20 +469,34 @@ class _BodyScanner:
         self.expression(target)
 
     def array_store(self, array, subscript: cst.Subscript, value, statement, operator, component) -> None:
-        index = _index_code(subscript)
-        for element in subscript.slice:
-            self.expression(element.slice)
+        index = index_code(subscript)
+        element = self.element_of(subscript)
+        for part in subscript.slice:
+            self.expression(part.slice)
         if operator in ("+=", "-="):
-            self.access(array, "accumulate", statement, statement, index, component, operator)
+            self.access(array, "accumulate", statement, statement, index, component, operator, element=element)
             return
         if operator:  # *=, /=, ...: a read-modify-write of the element
-            self.access(array, "read", subscript, statement, index, component, operator)
-        self.access(array, "write", statement, statement, index, component, operator)
+            self.access(array, "read", subscript, statement, index, component, operator, element=element)
+        self.access(array, "write", statement, statement, index, component, operator, element=element)
 
-    def access(self, array, kind, node, statement, index="", component=None, operator=None, via=None) -> None:
+    def element_of(self, subscript: cst.Subscript) -> tuple[cst.BaseExpression, ...] | None:
+        """The index expressions of ``a[i, j]`` / ``a[i][j]`` on an array parameter; None through a row
+        view (``row = a[i]; row[j]``: its index counts from the row) or with a slice."""
+        parts: list[cst.SubscriptElement] = []
+        node: cst.BaseExpression = subscript
+        while type(node) is cst.Subscript:  # exact type checks: this runs for every array read
+            parts[:0] = node.slice
+            node = node.value
+        if type(node) is not cst.Name or node.value not in self.arrays:
+            return None
+        return _subscript_element(parts)
+
+    def access(self, array, kind, node, statement, index="", component=None, operator=None, via=None,
+               element=None) -> None:
         self.model.accesses.append(
             ArrayAccess(array, kind, node, statement, self.next_order(), index, component, operator, via,
-                        tuple(self.loops), tuple(self.branches))
+                        tuple(self.loops), tuple(self.branches), element)
         )
 
     def bind(self, name: str, value, statement, operator) -> None:
@@ -487,14 +507,14 @@ class _BodyScanner:
                 self.views[name] = array
         self.model.bindings.append(LocalBinding(name, value, statement, self.next_order(), operator, tuple(self.loops)))
 
-    def component_write(self, name, component, value, statement, operator, is_field) -> None:
+    def component_write(self, name, component, value, statement, operator, is_field, element=None) -> None:
         if name in self.views:  # row[j] = v where row = a2d[i]: a store into the array
             self.access(self.views[name], "accumulate" if operator in ("+=", "-=") else "write", statement,
                         statement, component, None, operator)
             return
         self.model.component_writes.append(
             ComponentWrite(name, component, value, statement, self.next_order(), operator, is_field,
-                           tuple(self.loops))
+                           tuple(self.loops), element)
         )
 
     # -- expressions ----------------------------------------------------------------------
@@ -512,7 +532,8 @@ class _BodyScanner:
             if kind is cst.Subscript:
                 array = self.array_of(current.value)
                 if array is not None:
-                    self.access(array, "read", current, self.statement_now, _index_code(current))
+                    self.access(array, "read", current, self.statement_now, index_code(current),
+                                element=self.element_of(current))
                     stack.extend(reversed([e.slice for e in current.slice]))
                     continue
             elif kind is cst.Attribute:
@@ -553,7 +574,8 @@ class _BodyScanner:
                     helper_params[position] if position < len(helper_params) else None)
                 if parameter:
                     mapping[parameter] = array
-            self.model.helper_calls.append(HelperCall(name, call, self.statement_now, mapping, self.next_order()))
+            self.model.helper_calls.append(
+                HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops)))
             return True
         for _, argument, array in arrays:
             if array is None:
@@ -659,8 +681,17 @@ _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]
 _OPAQUE_EXPRESSIONS = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-def _index_code(subscript: cst.Subscript) -> str:
+def index_code(subscript: cst.Subscript) -> str:
     return ", ".join(code_of(element.slice) for element in subscript.slice)
+
+
+def _subscript_element(subscript: cst.Subscript | list[cst.SubscriptElement]
+                       ) -> tuple[cst.BaseExpression, ...] | None:
+    """The index expressions of a subscript, or None when one is a slice (``a[i, :]``)."""
+    parts = subscript.slice if isinstance(subscript, cst.Subscript) else subscript
+    if any(not isinstance(part.slice, cst.Index) for part in parts):
+        return None
+    return tuple(part.slice.value for part in parts)
 
 
 def _call_index(call: cst.Call) -> str:
@@ -715,7 +746,8 @@ def _propagate_helper_effects(functions: list[FunctionModel], helpers: dict[str,
                 for kind in ("read", "accumulate", "write"):
                     if kind in kinds:
                         function.accesses.append(
-                            ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper)
+                            ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper,
+                                        loops=call.loops)
                         )
         function.accesses.sort(key=lambda access: access.order)
 

@@ -43,11 +43,12 @@ def recordings(code: str, *, path: str = "example.py") -> list[HostScope]:
 
 
 def fix_code(code: str, *, select: list[str] | None = None, target: str = "", unsafe: bool = False,
-             passes: int = 10) -> str:
+             report_unused_noqa: bool = False, passes: int = 10) -> str:
     """What ``--fix`` (``--unsafe-fixes`` with ``unsafe``) makes of ``code`` (dedented)."""
     text = snippet(code)
     for _ in range(passes):
-        findings = applicable(lint_code(text, select=select, target=target), unsafe)
+        findings = applicable(lint_code(text, select=select, target=target, report_unused_noqa=report_unused_noqa),
+                              unsafe)
         if not findings:
             return text
         text, _ = apply_fixes(text, findings)

@@ -1,61 +1,12 @@
-"""Shared fixtures for the runtime checker tests: a per-run kernel cache and hand-made findings.
-
-The static engine fills ``finding.data`` in production; here ``make_finding`` builds the same
-contract by hand from the ``# flag: NAME`` marker on the flagged line of a fixture file.
-"""
+"""Fixtures for the runtime checker tests: a per-run kernel cache, Warp in the test process, the API kernels."""
 
 from __future__ import annotations
 
 import importlib.util
-import pathlib
 import sys
 
 import pytest
-
-from warp_lint.finding import Finding, Position
-
-FIXTURES = pathlib.Path(__file__).parent / "fixtures"
-
-
-def flagged_line(path: pathlib.Path, marker: str) -> int:
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        if line.rstrip().endswith(f"# flag: {marker}"):
-            return number
-    raise LookupError(f"no '# flag: {marker}' in {path}")
-
-
-def make_finding(
-    path: pathlib.Path,
-    kernel: str,
-    code: str,
-    *,
-    reads: list[str],
-    writes: list[str],
-    marker: str | None = None,
-    function_kind: str = "kernel",
-    index_params: list[str] | None = None,
-    strategy: str | list[str] = "gradcheck",
-) -> Finding:
-    """A finding as the static engine would emit it for the statement marked ``# flag: MARKER``."""
-    line = flagged_line(path, marker or kernel)
-    return Finding(
-        code=code,
-        name=code.lower(),
-        message=f"{code} at {kernel}",
-        path=str(path),
-        start=Position(line, 5),
-        end=Position(line, 40),
-        data={
-            "strategy": strategy,
-            "kernel": kernel,
-            "function_kind": function_kind,
-            "params": [],
-            "reads": reads,
-            "writes": writes,
-            "index_params": index_params or [],
-            "flagged_lines": [line, line],
-        },
-    )
+from runtime_helpers import FIXTURES
 
 
 @pytest.fixture(scope="session")

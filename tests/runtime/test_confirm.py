@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from conftest import FIXTURES, make_finding
+from runtime_helpers import FIXTURES, make_finding
 from warp_lint.runtime import Reason, Status, confirm_findings
 
 HAZARDS = FIXTURES / "hazards.py"
