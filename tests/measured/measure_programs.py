@@ -14,7 +14,8 @@ once per module name and content (the programs share their kernels) and loads it
 cache (``WARP_CACHE_PATH``) after that. Each program's modules are dropped before the next one runs.
 
 Usage: ``python measure_programs.py MANIFEST.json`` where the manifest lists
-``{"id", "folder", "entry", "values"}``; prints one JSON object per program.
+``{"id", "folder", "entry", "values"}``; prints ``{"warp": VERSION}``, then one JSON object per program.
+Any interpreter with ``warp`` and ``numpy`` runs it (a scratch virtual environment with another release).
 """
 
 from __future__ import annotations
@@ -80,6 +81,7 @@ def main(argv: list[str]) -> int:
     wp.init()
     with open(argv[0]) as handle:
         programs = json.load(handle)
+    print(json.dumps({"warp": wp.config.version}), flush=True)
     for program in programs:
         print(json.dumps(measure_program(program)), flush=True)
     return 0

@@ -572,9 +572,15 @@ class Shape:
 
     # helpers
     @staticmethod
-    def header(writer: Writer, imports: list[str], body: list[str], kernels_module: str = "kernels") -> str:
+    def header(writer: Writer, imports: list[str], body: list[str], kernels_module: str = "kernels",
+               whole: bool = False) -> str:
+        """The module's imports and constants, then ``body``. ``whole``: import the kernels module itself
+        (`from simpkg import kernels`), not its kernels by name."""
         lines = ["import numpy as np", "import warp as wp", ""]
-        if writer.kernels:
+        if writer.kernels and whole:
+            package, _, module = kernels_module.rpartition(".")
+            lines += [f"from {package or '.'} import {module}"]
+        elif writer.kernels:
             lines += [f"from {kernels_module} import {', '.join(sorted(writer.kernels))}"]
         lines += imports
         lines += ["", CONSTANTS.rstrip()]
@@ -846,18 +852,40 @@ class Package(Helper):
         functions = []
         for block in sorted(train.called):
             functions += ["", ""] + sim.function(block, block)
-        imports = [f"from simpkg.sim import {', '.join(sorted(train.called))}"] if train.called else []
         files = {
             "simpkg/__init__.py": '"""A differentiable simulation in three modules."""\n',
-            "simpkg/train.py": self.header(train, imports, main, kernels_module="simpkg.kernels"),
+            "simpkg/train.py": self.header(train, self.imports(train), main, "simpkg.kernels", self.whole),
         }
         if train.called:
-            files["simpkg/sim.py"] = self.header(sim, [], functions, kernels_module=".kernels")
+            files["simpkg/sim.py"] = self.header(sim, [], functions, ".kernels", self.whole)
         return files
+
+    whole = False  # import modules whole (`kernels.square`, `sim.simulate`)
+
+    def imports(self, train: Writer) -> list[str]:
+        return [f"from simpkg.sim import {', '.join(sorted(train.called))}"] if train.called else []
+
+
+class PackageModules(Package):
+    name = "package_modules"
+    summary = ("the same package with modules imported whole: `from . import kernels` and"
+               " `wp.launch(kernels.square, ...)` in `sim.py`, `from simpkg import sim` and `sim.simulate(...)`"
+               " in `train.py`")
+    whole = True
+
+    def launch(self, kernel, inputs, outputs, options):
+        return super().launch(f"kernels.{kernel}", inputs, outputs, options)
+
+    def call(self, writer, block, args, indent):
+        writer.called.add(block)
+        return ["    " * indent + f"sim.{block}({', '.join(args)})"]
+
+    def imports(self, train: Writer) -> list[str]:
+        return ["from simpkg import sim"] if train.called else []
 
 
 SHAPES = [Flat(), Helper(), HelperTwoDeep(), SelfTape(), InitState(), StepLoop(), BackwardElsewhere(), Package(),
-          Wrapper()]
+          PackageModules(), Wrapper()]
 SHAPE_BY_NAME = {s.name: s for s in SHAPES}
 
 
