@@ -72,7 +72,8 @@ KNOWN_GAPS: dict[tuple[str, str], str] = {
         "WL201", "WL202-cross", "WL203", "WL205-record", "WL205-frozen", "WL206", "WL206-temporary", "WL208",
         "WL210", "WL211", "WL212", "WL213")},
     **{("WL206", shape): _INIT for shape in ("init_state", "step_loop", "backward_method")},
-    **{("WL208", shape): _PER_STEP_BUFFER for shape in ("helper", "helper2", "step_loop", "package", "package_modules")},
+    **{("WL208", shape): _PER_STEP_BUFFER for shape in (
+        "helper", "helper2", "step_loop", "package", "package_modules")},
 }
 
 CELLS = [(s.name, sh.name) for s in SCENARIOS for sh in SHAPES if (s.name, sh.name) not in NOT_APPLICABLE]
