@@ -3,8 +3,9 @@
 Every scenario of ``shape_programs`` (one rule's hazard and its near-miss twin) is written in every
 shape (helpers one and two calls deep, a class holding ``self.tape``, state made in ``__init__``, a
 ``step()`` called from the main loop, ``backward()`` in another method, a package of ``kernels.py``,
-``sim.py`` and ``train.py``, a wrapper around ``wp.launch``; and ``flat``, the rule's own
-single-function form, as the control). Each program is checked twice:
+``sim.py`` and ``train.py`` (names imported, or modules imported whole), a wrapper around
+``wp.launch``; and ``flat``, the rule's own single-function form, as the control). Each program is
+checked twice:
 
 - statically: ``warp-lint check --output-format json`` (the real CLI, in process) on the program's
   folder, selecting every WL2 rule. The hazard must give exactly its ``# expect:`` finding (code,
