@@ -8,18 +8,17 @@ planted hazard carries `# expect: CODE` on the line it is reported on.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from expect_markers import expected
 from warp_lint.registry import all_rules
 from warp_lint.testing import lint_code, recordings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "host_catalogue"
 CATALOGUE = ["WL207", "WL208", "WL209", "WL210", "WL211", "WL212", "WL213", "WL303", "WL304"]
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 
 KERNELS = """
 import warp as wp
@@ -315,15 +314,6 @@ def test_catalogue_rules_read_the_project_model_and_have_versions_sections(code)
 
 
 # -- realistic fixtures -------------------------------------------------------------------------
-
-def expected(text: str) -> list[tuple[int, str]]:
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = EXPECT.search(line)
-        if match:
-            found += [(number, c.strip()) for c in match.group(1).split(",") if c.strip()]
-    return sorted(found)
-
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
 def test_fixture(path):

@@ -7,18 +7,17 @@ tests/fixtures/host/, where each planted hazard carries `# expect: CODE` on the 
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
 import pytest
 
+from expect_markers import expected
 from warp_lint.registry import all_rules
 from warp_lint.testing import lint_code, recordings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "host"
 HOST_CODES = [code for code in all_rules() if code.startswith(("WL2", "WL3"))]
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 
 KERNELS = """
 import warp as wp
@@ -285,15 +284,6 @@ def test_host_rules_read_the_project_model(code):
 
 
 # -- realistic fixtures -------------------------------------------------------------------------
-
-def expected(text: str) -> list[tuple[int, str]]:
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = EXPECT.search(line)
-        if match:
-            found += [(number, c.strip()) for c in match.group(1).split(",") if c.strip()]
-    return sorted(found)
-
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
 def test_fixture(path):

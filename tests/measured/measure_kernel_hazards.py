@@ -567,6 +567,34 @@ CASES: dict[str, dict] = {
 }
 
 
+STEP = 1e-3  # central-difference step: float32 kernels need 1e-3 to 1e-2
+ATOL, RTOL = 1e-3, 1e-2  # as warp.autograd: |AD - FD| <= ATOL + RTOL * |FD|
+
+
+def central_difference(loss, value: np.ndarray, step: float = STEP) -> np.ndarray:
+    """d loss / d value by central differences, one element at a time (``value`` keeps its shape)."""
+    value = np.asarray(value, dtype=np.float32)
+    grad = np.zeros(value.size)
+    for j in range(value.size):
+        plus, minus = value.copy().reshape(-1), value.copy().reshape(-1)
+        plus[j] += step
+        minus[j] -= step
+        grad[j] = (loss(plus.reshape(value.shape)) - loss(minus.reshape(value.shape))) / (2 * step)
+    return grad
+
+
+def compare(ad: np.ndarray, fd: np.ndarray) -> dict:
+    """The verdict on AD against FD (flat arrays): ``match``, ``wrong`` or ``nonfinite``, with both rounded."""
+    ad, fd = np.asarray(ad, dtype=np.float64).reshape(-1), np.asarray(fd, dtype=np.float64).reshape(-1)
+    result = {"ad": [float(v) for v in ad], "fd": [float(v) for v in np.round(fd, 4)]}
+    if not np.all(np.isfinite(ad[np.isfinite(fd)])):
+        result["verdict"] = "nonfinite"
+        return result
+    result["max_abs_error"] = float(np.max(np.abs(ad - fd))) if ad.size else 0.0
+    result["verdict"] = "match" if ad.shape == fd.shape and np.allclose(ad, fd, atol=ATOL, rtol=RTOL) else "wrong"
+    return result
+
+
 def _load(name: str, source: str, directory: str):
     path = os.path.join(directory, f"{name}.py")
     with open(path, "w") as handle:
@@ -650,31 +678,8 @@ def measure(name: str, case: dict, directory: str) -> dict:
         arrays = launch(inputs, tape)
         tape.backward(grads={arrays[k]: seed(k, arrays[k]) for k in weights})
         ad = {k: _flat(arrays[k].grad.numpy()).copy() for k in inputs}
-        fd = {}
-        h = 1e-3
-        for k, value in inputs.items():
-            grad = np.zeros(value.size)
-            for j in range(value.size):
-                plus, minus = dict(inputs), dict(inputs)
-                plus[k] = value.copy().reshape(-1)
-                plus[k][j] += h
-                plus[k] = plus[k].reshape(value.shape)
-                minus[k] = value.copy().reshape(-1)
-                minus[k][j] -= h
-                minus[k] = minus[k].reshape(value.shape)
-                grad[j] = (loss(plus) - loss(minus)) / (2 * h)
-            fd[k] = grad
-        ad_all = np.concatenate([ad[k] for k in inputs])
-        fd_all = np.concatenate([fd[k] for k in inputs])
-        result["ad"] = [float(v) for v in ad_all]
-        result["fd"] = [float(v) for v in np.round(fd_all, 4)]
-        finite = np.isfinite(fd_all)
-        if not np.all(np.isfinite(ad_all[finite])):
-            result["verdict"] = "nonfinite"
-        else:
-            result["max_abs_error"] = float(np.max(np.abs(ad_all - fd_all)))
-            close = np.allclose(ad_all, fd_all, atol=1e-3, rtol=1e-2)
-            result["verdict"] = "match" if close else "wrong"
+        fd = {k: central_difference(lambda v, k=k: loss({**inputs, k: v}), value) for k, value in inputs.items()}
+        result.update(compare(np.concatenate([ad[k] for k in inputs]), np.concatenate([fd[k] for k in inputs])))
     except Exception as error:  # a release that cannot build the case
         result["verdict"] = "error"
         result["error"] = f"{type(error).__name__}: {str(error).splitlines()[0] if str(error) else ''}"
