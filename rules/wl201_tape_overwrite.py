@@ -217,7 +217,7 @@ class TapeOverwrite(Rule):
             events = list(scope.events_between(span.start_order, span.end_order))
             for position, event in enumerate(events):
                 for write in event.writes:
-                    if scope.created_in(write.key, span.start_order, span.end_order) or _uses(write.code, span.targets):
+                    if scope.per_iteration(write, span):
                         continue
                     for later in events[position:]:
                         launch = later.launch
@@ -274,8 +274,3 @@ def _describe_writer(event: HostEvent, write: ArrayRef) -> str:
         return f"`{event.receiver}.{event.name}()`"
     return f"`{event.name.replace('warp.', 'wp.')}()`"
 
-
-def _uses(code: str, names: frozenset[str]) -> bool:
-    import re
-
-    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from warp_lint.host import HostEvent, HostScope, LoopSpan, zeroes_gradients
+from warp_lint.host import HostEvent, HostScope, LoopSpan, mentions, zeroes_gradients
 from warp_lint.rule import Example, Rule
 from warp_lint.project_context import ProjectContext
 
@@ -157,7 +157,7 @@ class PerStepTapeTruncation(Rule):
         reads = {}
         for event in launches:
             for ref in event.launch.reads(convention=True):
-                if not scope.created_in(ref.key, span.start_order, span.end_order) and not _uses(ref.code, span.targets):
+                if not scope.per_iteration(ref, span):
                     reads.setdefault(ref.key, ref.code)
         written: set[str] = set()
         for event in events:
@@ -185,7 +185,7 @@ class PerStepTapeTruncation(Rule):
                 continue
             if assign.augmented == "+=":
                 return f"`{assign.name} += {assign.value.code}`"
-            if not assign.augmented and "." not in assign.name and _uses(assign.value.code, frozenset({assign.name})):
+            if not assign.augmented and "." not in assign.name and mentions(assign.value.code, {assign.name}):
                 return f"`{assign.name} = {assign.value.code}`"
         if any(zeroes_gradients(e, e.key if e.kind == "method" else backward.key) for e in events):
             return None
@@ -193,10 +193,4 @@ class PerStepTapeTruncation(Rule):
         if after is not None:
             return f"the `.grad` buffers add up over the passes and `{after.receiver}.grad` is read after the loop"
         return None
-
-
-def _uses(code: str, names: frozenset[str]) -> bool:
-    import re
-
-    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)
 

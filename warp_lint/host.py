@@ -69,6 +69,11 @@ KEY_ORDER = re.compile(r"@(\d+)")
 HEAD = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*(?:\.[A-Za-z_][A-Za-z_0-9]*)*")
 
 
+def mentions(code: str, names: frozenset[str] | set[str]) -> bool:
+    """Whether any of ``names`` occurs in ``code`` as a whole identifier."""
+    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)
+
+
 def looks_like_tape(code: str) -> bool:
     """A name that says it holds a tape: `tape`, `self.tape`, `fwd_tape2`."""
     return bool(TAPE_NAME.search(code.rsplit(".", 1)[-1].lower()))
@@ -219,13 +224,7 @@ class Launch:
     # arrays in the fields of struct arguments the kernel reads or writes: param "s.q", key of `state.q`
     struct_refs: list[ArrayRef] = dataclasses.field(default_factory=list)
     symbol: Symbol | None = None  # the kernel's definition in the project index
-
-    @property
-    def record_tape(self) -> bool | None:
-        value = self.keywords.get("record_tape")
-        if value is None:
-            return True
-        return value.literal if isinstance(value.literal, bool) else None
+    record_tape: bool | None = True  # the `record_tape=` argument (None: not a literal)
 
     @property
     def recorded(self) -> bool:
@@ -316,6 +315,12 @@ class HostScope:
     def created_in(self, key: str, start: int, end: int) -> bool:
         """Whether any part of ``key`` was bound by an assignment with start <= order <= end."""
         return any(start <= int(order) <= end for order in KEY_ORDER.findall(key))
+
+    def per_iteration(self, ref: ArrayRef, span: LoopSpan) -> bool:
+        """Whether the loop picks the array anew each pass: bound inside the loop, or an element
+        picked by the loop's counter (`states[t + 1]`, also when a callee knows it as `x_next`)."""
+        return self.created_in(ref.key, span.start_order, span.end_order) or mentions(
+            ref.key[ref.key.find("["):] if "[" in ref.key else "", span.targets)
 
     def tape_keys(self) -> set[str]:
         return {r.key for r in self.regions if r.key} | {e.key for e in self.events if e.kind == "tape"}

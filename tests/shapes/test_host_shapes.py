@@ -53,29 +53,10 @@ VARIANTS = ("hazard", "twin")
 # helpers and the statement stays with the tape; `WL206-temporary` puts an allocation inside the helper.
 NOT_APPLICABLE: dict[tuple[str, str], str] = {}
 
-# Why the gaps fail (each reported to the lead with a minimal program):
-# - wrapper: `launch(kernel, inputs, outputs)` is followed, but its `wp.launch(kernel, inputs=inputs,
-#   outputs=outputs)` takes its lists from parameters, and `Recorder.literal_list` reads only list displays
-#   written in the callee's own frame: the launch has no arrays, so no rule sees its reads or writes
-#   (`record_tape=record_tape` is no literal either). A finding would also land on the wrapper's one
-#   `wp.launch` line; these programs expect it on the call that passes the arrays.
-# - __init__: `main()` is the entry point; before its first tape region `Recorder._worth_following` follows
-#   only calls in `ProjectModel._relevant`, and `__init__` reaches no tape, so the constructor is not
-#   followed and the allocations it makes (`self.y = wp.zeros(...)` without `requires_grad`) are unseen.
-# - per-step buffer: one tape over the episode, `simulate_step(states[t], p, states[t + 1], loss)`;
-#   `TapeOverwrite._check_loops` exempts a per-iteration buffer by `_uses(write.code, span.targets)`, and
-#   in the callee `write.code` is the parameter `x_next`, not `states[t + 1]` (its key): WL201 flags the twin.
-_WRAPPER = "launches through a project wrapper have no arrays (`inputs=inputs` from a parameter): nothing seen"
-_INIT = "allocations in `__init__` are not recorded (the constructor is not followed before the first tape)"
-_PER_STEP_BUFFER = "twin flagged WL201: a per-step buffer `states[t + 1]` passed to a callee is not seen as one"
-KNOWN_GAPS: dict[tuple[str, str], str] = {
-    **{(scenario, "wrapper"): _WRAPPER for scenario in (
-        "WL201", "WL202-cross", "WL203", "WL205-record", "WL205-frozen", "WL206", "WL206-temporary", "WL208",
-        "WL210", "WL211", "WL212", "WL213")},
-    **{("WL206", shape): _INIT for shape in ("init_state", "step_loop", "backward_method")},
-    **{("WL208", shape): _PER_STEP_BUFFER for shape in (
-        "helper", "helper2", "step_loop", "package", "package_modules")},
-}
+# Cells that do not hold yet (none): (scenario, shape) -> why. The three gaps this suite found first
+# (launch wrappers carrying their caller's lists and literals, constructors of recording objects,
+# per-step buffers passed to callees) are fixed in the recordings.
+KNOWN_GAPS: dict[tuple[str, str], str] = {}
 
 CELLS = [(s.name, sh.name) for s in SCENARIOS for sh in SHAPES if (s.name, sh.name) not in NOT_APPLICABLE]
 

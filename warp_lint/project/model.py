@@ -169,7 +169,11 @@ class ProjectModel:
                     if caller not in relevant:
                         relevant.add(caller)
                         pending.append(caller)
-        self._relevant = relevant
+        # Objects whose methods record are built by their constructors: follow those too, so the
+        # arrays they allocate (and their requires_grad) are in the recording.
+        self._relevant = relevant | {init for symbol in relevant if functions[symbol][1].owner
+                                     for init in [self.index.method(self._owner(*functions[symbol]), "__init__")]
+                                     if init is not None}
         ordered = sorted(relevant, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
                                                   functions[s][1].first_line))
         return [functions[s] for s in ordered]

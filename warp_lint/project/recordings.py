@@ -44,6 +44,7 @@ from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol
 from warp_lint.project.summary import (
     MODULE_SCOPE,
+    NOT_LITERAL,
     ArmOp,
     AssignOp,
     CallOp,
@@ -78,7 +79,9 @@ class Frame:
     chain: tuple[CallSite, ...]
     names: dict[str, str] = dataclasses.field(default_factory=dict)  # local name -> key
     host_values: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
-    lists: dict[str, Value] = dataclasses.field(default_factory=dict)  # name -> the list display bound to it
+    # name -> the list display bound to it, its elements' (code, key) resolved where it was written
+    lists: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
+    literals: dict[str, object] = dataclasses.field(default_factory=dict)  # parameter -> the literal passed
     calls: dict[int, CallOp] = dataclasses.field(default_factory=dict)
     results: dict[int, Result] = dataclasses.field(default_factory=dict)
     returned: Result | None = None
@@ -230,11 +233,15 @@ class Recorder:
         return frozenset(found)
 
     # -- events ---------------------------------------------------------------------------
-    def event(self, frame: Frame, kind: str, loc, stmt, **fields) -> HostEvent:
+    def event(self, frame: Frame, kind: str, loc, stmt, at: Location | None = None, **fields) -> HostEvent:
+        """An event of ``frame``'s code; ``at``: report it at this call of the frame instead."""
         self.order += 1
-        event = HostEvent(kind, Location.of(frame.path, loc), Location.of(frame.path, stmt), self.order,
+        location = at or Location.of(frame.path, loc)
+        statement = at or Location.of(frame.path, stmt)
+        chain = frame.chain[:-1] if at is not None else frame.chain
+        event = HostEvent(kind, location, statement, self.order,
                           self.region_stack[-1] if self.region_stack else None, tuple(self.loop_stack),
-                          branch=tuple(self.branch_stack), chain=frame.chain, **fields)
+                          branch=tuple(self.branch_stack), chain=chain, **fields)
         self.events.append(event)
         return event
 
@@ -323,7 +330,7 @@ class Recorder:
             else:
                 frame.host_values.pop(code, None)
             if value is not None and value.elements is not None:
-                frame.lists[code] = value
+                frame.lists[code] = self.elements(frame, value)
             else:
                 frame.lists.pop(code, None)
         self.event(frame, "assign", op.stmt, op.stmt, name=code, value=value, key=key, pulls=pulls,
@@ -457,6 +464,14 @@ class Recorder:
         for arg in args:
             if arg.keyword is not None and arg.keyword in names:
                 bound[arg.keyword] = self.evaluate(frame, arg.value)
+        passed = {p.name: a.value for p, a in zip(positional, given)}
+        passed.update({a.keyword: a.value for a in args if a.keyword is not None and a.keyword in names})
+        for name, value in passed.items():  # lists and literals travel with the call: a launch wrapper
+            if value.elements is not None or (value.plain and value.code in frame.lists):
+                callee.lists[name] = self.elements(frame, value)
+            literal = self.literal(frame, value)
+            if literal is not NOT_LITERAL:
+                callee.literals[name] = literal
         for param in function.params:
             result = bound.get(param.name)
             key = result.key if result is not None and result.key else f"{param.name}@{self.order}"
@@ -510,13 +525,22 @@ class Recorder:
                     refs.append(ArrayRef(value.code, self.key(frame, value.code), arg.keyword or ""))
         return tuple(refs)
 
-    def literal_list(self, frame: Frame, value: Value | None) -> list[Value]:
-        """`inputs=[a, b]`, or `inputs=args` where `args = [a, b]` earlier in the function."""
+    def elements(self, frame: Frame, value: Value | None) -> list[tuple[str, str]]:
+        """(code, key) of each element of `inputs=[a, b]`, of `inputs=args` where `args = [a, b]`
+        earlier in the function, or of a list a caller passed as the parameter `args`."""
         if value is None:
             return []
-        if value.elements is None and value.plain and value.code in frame.lists:
-            value = frame.lists[value.code]
-        return list(value.elements or ())
+        if value.elements is None:
+            return list(frame.lists.get(value.code, ())) if value.plain else []
+        return [(e.code, self.key(frame, e.code)) for e in value.elements]
+
+    def literal(self, frame: Frame, value: Value | None) -> object:
+        """A value's literal: written there, or passed by the caller for this parameter."""
+        if value is None:
+            return NOT_LITERAL
+        if value.literal is not NOT_LITERAL:
+            return value.literal
+        return frame.literals.get(value.code, NOT_LITERAL) if value.plain else NOT_LITERAL
 
     def launch(self, frame: Frame, op: CallOp) -> None:
         keywords: dict[str, Value] = {}
@@ -530,17 +554,25 @@ class Recorder:
         facts = self.facts_of(symbol) if symbol is not None and symbol.kind == "warp" else None
         if facts is not None and facts.kind != "kernel":
             facts = None
-        inputs = self.literal_list(frame, keywords.get("inputs"))
-        outputs = self.literal_list(frame, keywords.get("outputs"))
+        inputs = self.elements(frame, keywords.get("inputs"))
+        outputs = self.elements(frame, keywords.get("outputs"))
         params = [p.name for p in facts.params] if facts is not None else []
-        refs = [ArrayRef(v.code, self.key(frame, v.code), params[i] if i < len(params) else "")
-                for i, v in enumerate(inputs + outputs)]
-        pulls = frozenset().union(*(self.pulls_of(frame, v) for v in inputs + outputs))
-        event = self.event(frame, "launch", op.loc, op.stmt, name=op.qualified, pulls=pulls, call=op)
+        refs = [ArrayRef(code, key, params[i] if i < len(params) else "")
+                for i, (code, key) in enumerate(inputs + outputs)]
+        pulls = frozenset().union(*(self.pulls_of(frame, v) for v in
+                                    _displayed(keywords.get("inputs")) + _displayed(keywords.get("outputs"))))
+        record = self.literal(frame, keywords.get("record_tape")) if "record_tape" in keywords else True
+        # A launch wrapper (`def launch(kernel, inputs, ...): wp.launch(kernel, ...)`) launches what
+        # its caller names: the launch is reported where the wrapper is called.
+        wrapped = kernel_value is not None and kernel_value.plain and frame.chain and \
+            kernel_value.code in {p.name for p in frame.function.params}
+        where = frame.chain[-1].location if wrapped else None
+        event = self.event(frame, "launch", op.loc, op.stmt, name=op.qualified, pulls=pulls, call=op, at=where)
         dim = keywords.get("dim")
         launch = Launch(event, kernel_value.code if kernel_value is not None else "", facts,
-                        dim.code if dim is not None else None, [v.code for v in inputs], [v.code for v in outputs],
-                        keywords, refs, len(inputs), symbol=symbol if facts is not None else None)
+                        dim.code if dim is not None else None, [c for c, _ in inputs], [c for c, _ in outputs],
+                        keywords, refs, len(inputs), symbol=symbol if facts is not None else None,
+                        record_tape=record if isinstance(record, bool) else None)
         if facts is not None and facts.struct_effects:
             for ref in refs:
                 for field in sorted(f for f in facts.struct_effects if f.split(".", 1)[0] == ref.param):
@@ -552,6 +584,10 @@ class Recorder:
         event.writes = tuple(launch.writes())
         self.launches.append(launch)
         self.launch_symbols.append((symbol, event))
+
+
+def _displayed(value: Value | None) -> list[Value]:
+    return list(value.elements or ()) if value is not None else []
 
 
 def _definition_scope(function: FunctionSummary) -> str:
