@@ -131,7 +131,8 @@ def test_a_corrupt_cache_entry_is_a_miss_and_is_rewritten(tree, tmp_path, garbag
     key = cache.key(str(target), target.read_bytes(), settings_for(target))
     entry = cache._entry(key)
     assert entry.exists()
-    entry.write_bytes(garbage)
+    for stored in cache.directory.rglob("*.pickle"):  # the file's entry and the whole run's
+        stored.write_bytes(garbage)
     assert cache.get(key) is None
     again, errors = runner.lint_files([target], settings_for, cache=cache)
     assert errors == [] and flat(again) == flat(expected)
@@ -233,3 +234,50 @@ def test_no_cache_writes_nothing(tree, tmp_path):
     code, _, err = _finish(_check(tmp_path, cache_dir))  # and the cache is written without it
     assert code == 1, err
     assert list(cache_dir.rglob("*.pickle")) and (cache_dir / "CACHEDIR.TAG").exists()
+
+
+KERNEL_FILE = """
+import warp as wp
+
+@wp.kernel
+def square_in_place(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] * a[i]
+"""
+
+DRIVER_FORWARD = """
+import warp as wp
+from kernels import square_in_place
+
+def run(a):
+    wp.launch(square_in_place, 3, inputs=[a])
+"""
+
+DRIVER_RECORDED = """
+import warp as wp
+from kernels import square_in_place
+
+def run(a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square_in_place, 3, inputs=[a])
+    tape.backward(loss)
+"""
+
+
+def test_a_change_to_a_file_the_linted_file_depends_on_reaches_it_through_the_cache(tmp_path):
+    """The driver is not linted, only read: whether it records the kernel decides the finding."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'sim'\n")
+    kernels, driver = tmp_path / "kernels.py", tmp_path / "driver.py"
+    kernels.write_text(KERNEL_FILE)
+    driver.write_text(DRIVER_FORWARD)
+    cache = ResultsCache(tmp_path / "cache")
+    forward, _ = runner.lint_files([kernels], settings_for, cache=cache)
+    assert forward[0].findings == []  # launched outside any tape: forward-only
+    driver.write_text(DRIVER_RECORDED)
+    recorded, _ = runner.lint_files([kernels], settings_for, cache=cache)
+    assert [f.code for f in recorded[0].findings] == ["WL102"]
+    assert "recorded on `tape`" in recorded[0].findings[0].related[0].message
+    driver.write_text(DRIVER_FORWARD)
+    again, _ = runner.lint_files([kernels], settings_for, cache=cache)
+    assert again[0].findings == []

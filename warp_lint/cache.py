@@ -104,6 +104,15 @@ class ResultsCache:
         return digest.hexdigest()
 
     @staticmethod
+    def run_key(file_keys: list, context: str) -> str:
+        """The key of a whole run: every linted file's key, in order, and the project around them."""
+        digest = hashlib.blake2b(digest_size=20)
+        digest.update(b"run\0")
+        digest.update(repr(file_keys).encode())
+        digest.update(context.encode())
+        return digest.hexdigest()
+
+    @staticmethod
     def blob_key(kind: str, raw: bytes) -> str:
         """The key of what a file's bytes alone decide (its summary, its kernels' facts)."""
         digest = hashlib.blake2b(digest_size=20)

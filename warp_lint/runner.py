@@ -16,6 +16,7 @@ from typing import Callable
 
 from warp_lint.cache import ResultsCache
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, InternalError, analyse_bytes, input_error
+from warp_lint.source import SourceError, decode_source
 from warp_lint.workspace import Workspace
 
 # Below this many files to lint, a pool's start-up (about 0.1-0.2 s) costs more than it saves:
@@ -58,29 +59,44 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def file_keys(files: list[Path], settings_for: Callable[[Path], FileSettings]
+              ) -> list[tuple[str, int] | OSError]:
+    """Each file's cache key (and size), or the error reading it."""
+    keys: list[tuple[str, int] | OSError] = []
+    for path in files:
+        try:
+            raw = path.read_bytes()
+        except OSError as error:
+            keys.append(error)
+            continue
+        keys.append((ResultsCache.key(str(path), raw, settings_for(path)), len(raw)))
+    return keys
+
+
 def analyse_files(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
-                  cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None
-                  ) -> tuple[list[FileAnalysis], list[str]]:
+                  cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None,
+                  keys: list[tuple[str, int] | OSError] | None = None) -> tuple[list[FileAnalysis], list[str]]:
     analyses: dict[int, FileAnalysis] = {}
     internal_errors: list[str] = []
     pending: list[tuple[int, str, FileSettings, str | None, int]] = []  # index, path, settings, key, size
+    if cache is not None and keys is None:
+        keys = file_keys(files, settings_for)
     for index, path in enumerate(files):
         name = str(path)
         settings = settings_for(path)
         if cache is None:
             pending.append((index, name, settings, None, 0))
             continue
-        try:
-            raw = path.read_bytes()
-        except OSError as error:
+        if isinstance(keys[index], OSError):
+            error = keys[index]
             analyses[index] = FileAnalysis(name, [input_error(name, "E902", f"cannot read: {error.strerror or error}")])
             continue
-        key = cache.key(name, raw, settings)
+        key, size = keys[index]
         cached = cache.get(key)
         if cached is not None:
             analyses[index] = cached
             continue
-        pending.append((index, name, settings, key, len(raw)))  # the bytes are read again by the analysis
+        pending.append((index, name, settings, key, size))  # the bytes are read again by the analysis
 
     jobs = jobs or default_jobs()
     if jobs > 1 and len(pending) >= PARALLEL_MIN_FILES:
@@ -106,13 +122,39 @@ def lint_files(files: list[Path], settings_for: Callable[[Path], FileSettings], 
 def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
                  cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None
                  ) -> tuple[list[FileResult], list[str], Workspace]:
-    """Analyse the files, then finish their findings with their projects' model."""
+    """Analyse the files, then finish their findings with their projects' model.
+
+    With a cache, a run over exactly the same files, settings and project reads its results whole:
+    the project model (recordings, contexts) depends on every file, so it is cached per run.
+    """
     tune_garbage_collection()
-    analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress)
     workspace = Workspace.for_files(files, cache)
+    keys = run_key = None
+    if cache is not None:
+        keys = file_keys(files, settings_for)
+        run_key = ResultsCache.run_key([k if isinstance(k, tuple) else repr(k) for k in keys],
+                                       workspace.context_digest)
+        cached = cache.get_blob(run_key)
+        if isinstance(cached, list) and len(cached) == len(files):
+            return [_result(path, findings) for path, findings in cached], [], workspace
+    analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress, keys)
     if progress and len(files) > 50:
         progress(f"following recordings across {len(files)} files")
-    return workspace.results(analyses, settings_for), internal_errors, workspace
+    results = workspace.results(analyses, settings_for)
+    if run_key is not None and not internal_errors and len(results) == len(files):
+        cache.put_blob(run_key, [(r.path, r.findings) for r in results])
+    return results, internal_errors, workspace
+
+
+def _result(path: str, findings: list) -> FileResult:
+    """A result read from the cache: the text is read again only where there are findings to show."""
+    source = None
+    if findings:
+        try:
+            source = decode_source(path, Path(path).read_bytes())
+        except (OSError, SourceError):
+            source = None
+    return FileResult(path, findings, source)
 
 
 def _size(path: str) -> int:

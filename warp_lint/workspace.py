@@ -18,6 +18,7 @@ package) brings only the files linted with it, and resolves its imports through 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -37,8 +38,11 @@ ANALYSIS_ONLY = FileSettings((), "")
 
 
 class Workspace:
-    def __init__(self, files: Iterable[Path], eager: set[str], cache=None):
+    def __init__(self, files: Iterable[Path], eager: set[str], cache=None, context_digest: str = ""):
         self.cache = cache
+        # What the project's other files (read, not linted) were when this workspace was made: part
+        # of the key of a whole run's results.
+        self.context_digest = context_digest
         self.index = ProjectIndex(list(files), self._summary_of)
         self._eager = eager  # the files whose definitions and entry points the model reads
         self._analyses: dict[str, FileAnalysis] = {}
@@ -57,17 +61,25 @@ class Workspace:
         files: dict[str, Path] = {}
         eager: set[str] = set()
         roots = {}
+        linted_resolved = set()
         for path in linted:
             files[str(path)] = path
             eager.add(str(path))
+            linted_resolved.add(path.resolve())
             root = find_root(path)
             roots.setdefault(root.path, root)
+        digest = hashlib.blake2b(digest_size=20)
         for root in roots.values():
             for path in project_files(root):
-                files.setdefault(str(path), path)
-                if root.marked and _mentions_warp(path):
-                    eager.add(str(path))
-        return cls(files.values(), eager, cache)
+                if path in linted_resolved or str(path) in files:
+                    continue
+                files[str(path)] = path
+                if root.marked:
+                    raw = _read_bytes(path)
+                    if raw is not None and b"warp" in raw:
+                        eager.add(str(path))
+                        digest.update(f"{path}\0".encode() + hashlib.blake2b(raw, digest_size=16).digest())
+        return cls(files.values(), eager, cache, digest.hexdigest())
 
     def add(self, analysis: FileAnalysis) -> None:
         """A linted file's analysis: its summary and kernel facts replace what the disk says."""
@@ -181,8 +193,8 @@ class Workspace:
         return dataclasses.replace(finding, data=data, related=related)
 
 
-def _mentions_warp(path: Path) -> bool:
+def _read_bytes(path: Path) -> bytes | None:
     try:
-        return b"warp" in path.read_bytes()
+        return path.read_bytes()
     except OSError:
-        return False
+        return None
