@@ -94,8 +94,10 @@ def analyse_bytes(path: str, raw: bytes, settings: FileSettings) -> FileAnalysis
     return analyse_source(source, settings)
 
 
-def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True) -> FileAnalysis:
-    """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels."""
+def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True,
+                   imported_helpers: dict | None = None) -> FileAnalysis:
+    """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels;
+    ``imported_helpers``: the ``@wp.func`` helpers of other files its kernels call."""
     path = source.path
     try:
         triaged = triage(source.text, settings.whole_file)
@@ -125,7 +127,7 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
         return analysis
     try:
         with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
-            context = FileContext(source, triaged, module, settings.target_version)
+            context = FileContext(source, triaged, module, settings.target_version, imported_helpers)
             for code in file_rules(settings.rule_codes):
                 all_rules()[code]().check(context)
             analysis.findings = context.findings()

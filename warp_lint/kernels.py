@@ -256,7 +256,23 @@ class KernelIndex:
         return (f for f in self.functions if f.kind == "kernel")
 
 
-def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions) -> KernelIndex:
+@dataclasses.dataclass
+class ImportedHelper:
+    """A ``@wp.func`` of another file, known by its facts: enough to follow a call into it."""
+
+    name: str
+    params: list  # objects with a ``name``, in order
+    array_effects: dict[str, frozenset[str]]
+    helper_calls: list = dataclasses.field(default_factory=list)  # already folded into its effects
+
+    def effects(self) -> dict[str, set[str]]:
+        return {array: set(kinds) for array, kinds in self.array_effects.items()}
+
+
+def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions,
+                       imported: dict[str, ImportedHelper] | None = None) -> KernelIndex:
+    """``imported``: the ``@wp.func`` helpers other files define, by the code that calls them here
+    (`helper`, `math_utils.helper`), so a kernel's effects follow calls into them."""
     structs: dict[str, StructModel] = {}
     decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
     for index, statement in enumerate(module.body):
@@ -282,7 +298,7 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         )
     functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
                  for node, decorator, kind, index in decorated]
-    helpers: dict[str, list[FunctionModel]] = {}
+    helpers: dict[str, list] = {code: [helper] for code, helper in (imported or {}).items()}
     for function in functions:
         if function.kind == "func":
             helpers.setdefault(function.name, []).append(function)
@@ -562,8 +578,8 @@ class _BodyScanner:
         arrays = [(i, a, self.array_of(a.value)) for i, a in enumerate(call.args)]
         if not any(array for _, _, array in arrays):
             return False
-        name = call.func.value if isinstance(call.func, cst.Name) else None
-        if name in self.helpers and name not in self.shadowed:
+        name = dotted_name(call.func)
+        if name in self.helpers and name.split(".", 1)[0] not in self.shadowed:
             mapping = {}
             helper_params = [p.name for p in self.helpers[name][0].params]
             for position, argument, array in arrays:

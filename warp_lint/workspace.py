@@ -26,10 +26,11 @@ from warp_lint import versions
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
 from warp_lint.finding import Finding, Related
 from warp_lint.kernel_facts import KernelFacts
+from warp_lint.kernels import ImportedHelper
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
 from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
-from warp_lint.project.summary import FileSummary
+from warp_lint.project.summary import MODULE_SCOPE, FileSummary
 from warp_lint.project_context import ProjectContext
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceError, SourceFile, decode_source
@@ -151,6 +152,7 @@ class Workspace:
             if analysis.summary is not None and self._analyses.get(analysis.path) is not analysis:
                 self.add(analysis)
         settings = {a.path: settings_for(Path(a.path)) for a in analyses}
+        analyses = [self._with_imported_helpers(a, settings[a.path]) for a in analyses]
         codes = set().union(*(s.rule_codes for s in settings.values())) if settings else set()
         host: dict[str, list[Finding]] = {}
         for finding in self.host_findings(codes):
@@ -166,6 +168,43 @@ class Workspace:
                 source = self._read(analysis.path)
             results.append(finalize(source, analysis.path, findings, file_settings))
         return results
+
+    def imported_helpers(self, analysis: FileAnalysis) -> dict[str, ImportedHelper]:
+        """The `@wp.func` helpers of other files that the file's kernels call with effects on arrays,
+        by the code that calls them."""
+        info = self.index.by_path.get(analysis.path)
+        if info is None or analysis.summary is None:
+            return {}
+        found: dict[str, ImportedHelper] = {}
+        for definition in self.model.definitions_in(info):
+            scope = definition.summary.qualname.rpartition(".<locals>.")[0] or MODULE_SCOPE
+            for code in definition.summary.calls_in_body:
+                if code in found or code.split(".", 1)[0] in analysis.summary.warp_aliases:
+                    continue
+                symbol = self.index.resolve(info.path, scope, code)
+                if symbol is None or symbol.kind != "warp" or symbol.path == info.path:
+                    continue
+                facts = self.model.facts_of(symbol)
+                if facts is not None and facts.kind == "func" and facts.effects:
+                    found[code] = ImportedHelper(code, list(facts.params), dict(facts.effects))
+        return found
+
+    def _with_imported_helpers(self, analysis: FileAnalysis, settings: FileSettings) -> FileAnalysis:
+        """The analysis again, where the file's kernels call helpers of other files that touch arrays:
+        their reads and writes count as the kernels' own (kernel rules and kernel facts see them)."""
+        if not analysis.facts:
+            return analysis
+        helpers = self.imported_helpers(analysis)
+        if not helpers:
+            return analysis
+        source = analysis.source or self._read(analysis.path)
+        if source is None:
+            return analysis
+        again = analyse_source(source, settings, imported_helpers=helpers)
+        again.source = analysis.source
+        self._analyses[analysis.path] = again
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        return again
 
     def in_context(self, finding: Finding, settings: FileSettings) -> Finding | None:
         """A kernel finding with its differentiation context: None when no recording
