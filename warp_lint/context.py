@@ -99,7 +99,7 @@ class FileContext:
         self.triage = triage
         self.module = module
         self.target_version = target_version
-        self.imported_helpers = imported_helpers  # @wp.func helpers of other files, by the code calling them
+        self.imported_helpers = imported_helpers  # finds other files' @wp.func helpers by the code calling them
         self.reports: list[Report] = []
 
     # -- shared providers -----------------------------------------------------------------

@@ -10,7 +10,7 @@ array parameters to the caller's arrays, transitively.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -263,6 +263,8 @@ class ImportedHelper:
     name: str
     params: list  # objects with a ``name``, in order
     array_effects: dict[str, frozenset[str]]
+    path: str = ""  # the file defining it, and the digest of its text: what an analysis depends on
+    digest: str = ""
     helper_calls: list = dataclasses.field(default_factory=list)  # already folded into its effects
 
     def effects(self) -> dict[str, set[str]]:
@@ -270,9 +272,10 @@ class ImportedHelper:
 
 
 def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions,
-                       imported: dict[str, ImportedHelper] | None = None) -> KernelIndex:
-    """``imported``: the ``@wp.func`` helpers other files define, by the code that calls them here
-    (`helper`, `math_utils.helper`), so a kernel's effects follow calls into them."""
+                       imported: Callable[[str], ImportedHelper | None] | None = None) -> KernelIndex:
+    """``imported(code)``: the ``@wp.func`` helper of another file that the code calling it here
+    names (`helper`, `math_utils.helper`), or None; asked only for calls that pass arrays, so a
+    kernel's effects follow calls into them."""
     structs: dict[str, StructModel] = {}
     decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
     for index, statement in enumerate(module.body):
@@ -298,12 +301,12 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         )
     functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
                  for node, decorator, kind, index in decorated]
-    helpers: dict[str, list] = {code: [helper] for code, helper in (imported or {}).items()}
+    helpers: dict[str, list] = {}
     for function in functions:
         if function.kind == "func":
             helpers.setdefault(function.name, []).append(function)
     for function in functions:
-        _BodyScanner(function, names, options, helpers, struct_names).scan()
+        _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
     return KernelIndex(functions, structs)
 
@@ -339,8 +342,9 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
 class _BodyScanner:
     """Walks one function body in forward evaluation order and fills its model."""
 
-    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs):
+    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs, imported=None):
         self.model = model
+        self.imported = imported  # finds another file's @wp.func by the code calling it
         self.names = names
         self.helpers = helpers
         self.structs = structs
@@ -579,6 +583,11 @@ class _BodyScanner:
         if not any(array for _, _, array in arrays):
             return False
         name = dotted_name(call.func)
+        if name is not None and name not in self.helpers and callee is None and self.imported is not None and \
+                name.split(".", 1)[0] not in self.shadowed:
+            helper = self.imported(name)
+            if helper is not None:
+                self.helpers[name] = [helper]
         if name in self.helpers and name.split(".", 1)[0] not in self.shadowed:
             mapping = {}
             helper_params = [p.name for p in self.helpers[name][0].params]
@@ -593,6 +602,7 @@ class _BodyScanner:
             self.model.helper_calls.append(
                 HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops)))
             return True
+
         for _, argument, array in arrays:
             if array is None:
                 self.expression(argument.value)

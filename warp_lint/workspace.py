@@ -45,8 +45,10 @@ class Workspace:
         # of the key of a whole run's results.
         self.context_digest = context_digest
         self.index = ProjectIndex(list(files), self._summary_of)
-        self._eager = eager  # the files whose definitions and entry points the model reads
+        self.eager = eager  # the files whose definitions and entry points the model reads
         self._analyses: dict[str, FileAnalysis] = {}
+        self._helpers_in_progress: set[str] = set()
+        self._read_only: dict[tuple[str, bool], FileAnalysis] = {}  # (path, with kernels) -> its analysis
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
 
     @classmethod
@@ -85,13 +87,13 @@ class Workspace:
     def add(self, analysis: FileAnalysis) -> None:
         """A linted file's analysis: its summary and kernel facts replace what the disk says."""
         self._analyses[analysis.path] = analysis
-        self._eager.add(analysis.path)
+        self.eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
 
     # -- loading --------------------------------------------------------------------------
     def _eager_infos(self) -> Iterator[ModuleInfo]:
-        return (info for info in self.index.infos() if info.path in self._eager)
+        return (info for info in self.index.infos() if info.path in self.eager)
 
     def _read(self, path: str) -> SourceFile | None:
         try:
@@ -112,8 +114,40 @@ class Workspace:
             return analysis.facts
         return self._analysis_of(path, kernels=True).facts
 
+    def imported_helpers(self, path: str, summary: FileSummary) -> HelperLookup:
+        """Finds the `@wp.func` helpers of other files that the file's kernels call, by the code that
+        calls them: the kernel model follows them as its own."""
+        return HelperLookup(self, path, summary)
+
+    def imported_helper(self, path: str, summary: FileSummary, code: str) -> ImportedHelper | None:
+        if code.split(".", 1)[0] in summary.warp_aliases or path in self._helpers_in_progress:
+            return None
+        symbol = self.index.resolve(path, MODULE_SCOPE, code)
+        if symbol is None or symbol.kind != "warp" or symbol.path == path:
+            return None
+        self._helpers_in_progress.add(path)  # a helper's file calling back into this one
+        try:
+            facts = self._facts_of(symbol.path).get(symbol.qualname)
+        finally:
+            self._helpers_in_progress.discard(path)
+        if facts is None or facts.kind != "func" or not facts.effects:
+            return None
+        defining = self._summary_of(symbol.path)
+        return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
+                              defining.digest if defining is not None else "")
+
+    def analyse(self, source: SourceFile, settings: FileSettings) -> FileAnalysis:
+        """A file's analysis with the helpers it imports followed."""
+        return analyse_source(source, settings, helpers=self.imported_helpers)
+
     def _analysis_of(self, path: str, kernels: bool) -> FileAnalysis:
-        """A file that is not linted: its summary (and kernel facts), through the cache."""
+        """A file that is not linted: its summary (and kernel facts), through the cache; once."""
+        known = self._read_only.get((path, kernels)) or (self._read_only.get((path, True)) if not kernels else None)
+        if known is None:
+            known = self._read_only[(path, kernels)] = self._analyse_read_only(path, kernels)
+        return known
+
+    def _analyse_read_only(self, path: str, kernels: bool) -> FileAnalysis:
         source = self._read(path)
         if source is None:
             return FileAnalysis(path, [])
@@ -124,7 +158,8 @@ class Workspace:
             if isinstance(cached, FileAnalysis):
                 return cached
         try:
-            analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels).without_source()
+            analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels,
+                                      helpers=self.imported_helpers if kernels else None).without_source()
         except Exception:  # a file we only read for context must never fail the run
             analysis = FileAnalysis(path, [])
         analysis.findings = []
@@ -134,7 +169,7 @@ class Workspace:
 
     def lint_source(self, source: SourceFile, settings: FileSettings) -> FileResult:
         """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer."""
-        return self.results([analyse_source(source, settings)], lambda _: settings)[0]
+        return self.results([self.analyse(source, settings)], lambda _: settings)[0]
 
     # -- finishing ------------------------------------------------------------------------
     def host_findings(self, codes: set[str]) -> list[Finding]:
@@ -152,7 +187,6 @@ class Workspace:
             if analysis.summary is not None and self._analyses.get(analysis.path) is not analysis:
                 self.add(analysis)
         settings = {a.path: settings_for(Path(a.path)) for a in analyses}
-        analyses = [self._with_imported_helpers(a, settings[a.path]) for a in analyses]
         codes = set().union(*(s.rule_codes for s in settings.values())) if settings else set()
         host: dict[str, list[Finding]] = {}
         for finding in self.host_findings(codes):
@@ -168,43 +202,6 @@ class Workspace:
                 source = self._read(analysis.path)
             results.append(finalize(source, analysis.path, findings, file_settings))
         return results
-
-    def imported_helpers(self, analysis: FileAnalysis) -> dict[str, ImportedHelper]:
-        """The `@wp.func` helpers of other files that the file's kernels call with effects on arrays,
-        by the code that calls them."""
-        info = self.index.by_path.get(analysis.path)
-        if info is None or analysis.summary is None:
-            return {}
-        found: dict[str, ImportedHelper] = {}
-        for definition in self.model.definitions_in(info):
-            scope = definition.summary.qualname.rpartition(".<locals>.")[0] or MODULE_SCOPE
-            for code in definition.summary.calls_in_body:
-                if code in found or code.split(".", 1)[0] in analysis.summary.warp_aliases:
-                    continue
-                symbol = self.index.resolve(info.path, scope, code)
-                if symbol is None or symbol.kind != "warp" or symbol.path == info.path:
-                    continue
-                facts = self.model.facts_of(symbol)
-                if facts is not None and facts.kind == "func" and facts.effects:
-                    found[code] = ImportedHelper(code, list(facts.params), dict(facts.effects))
-        return found
-
-    def _with_imported_helpers(self, analysis: FileAnalysis, settings: FileSettings) -> FileAnalysis:
-        """The analysis again, where the file's kernels call helpers of other files that touch arrays:
-        their reads and writes count as the kernels' own (kernel rules and kernel facts see them)."""
-        if not analysis.facts:
-            return analysis
-        helpers = self.imported_helpers(analysis)
-        if not helpers:
-            return analysis
-        source = analysis.source or self._read(analysis.path)
-        if source is None:
-            return analysis
-        again = analyse_source(source, settings, imported_helpers=helpers)
-        again.source = analysis.source
-        self._analyses[analysis.path] = again
-        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
-        return again
 
     def in_context(self, finding: Finding, settings: FileSettings) -> Finding | None:
         """A kernel finding with its differentiation context: None when no recording
@@ -230,6 +227,23 @@ class Workspace:
                       for site in reach.chain]
             related = related + tuple(notes)
         return dataclasses.replace(finding, data=data, related=related)
+
+
+class HelperLookup:
+    """``lookup(code)``: the imported helper a file's kernel calls by ``code``; remembers what it
+    found (an analysis depends on those files)."""
+
+    def __init__(self, workspace: Workspace, path: str, summary: FileSummary):
+        self._workspace = workspace
+        self._path = path
+        self._summary = summary
+        self.found: dict[str, ImportedHelper] = {}
+
+    def __call__(self, code: str) -> ImportedHelper | None:
+        helper = self._workspace.imported_helper(self._path, self._summary, code)
+        if helper is not None:
+            self.found[code] = helper
+        return helper
 
 
 def _read_bytes(path: Path) -> bytes | None:

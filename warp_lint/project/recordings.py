@@ -60,7 +60,7 @@ from warp_lint.project.summary import (
 )
 
 MAX_CALL_DEPTH = 8
-MAX_EVENTS = 20_000
+MAX_EVENTS = 10_000
 
 
 @dataclasses.dataclass(frozen=True)
