@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
+from warp_lint.dataflow import dataflow_of
 from warp_lint.cst_walk import mentions_name
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop
 from warp_lint.rule import Example, Rule
@@ -177,9 +178,12 @@ class VectorComponentOverwrite(Rule):
                 continue
             assigned: dict[tuple[str, int], set[str]] = {}
             containers = _local_containers(context, function)
+            flow = dataflow_of(function, context.names)
             for write in function.component_writes:
                 if write.is_field or write.operator in ("+=", "-=") or write.name in containers:
                     continue
+                if not flow.carries_gradient(write.name):
+                    continue  # an integer vector, or a value that never reaches an output: no gradient
                 binding = _binding_before(function, write)
                 seen = assigned.setdefault((write.name, id(binding)), set())
                 reason = _hazard(context, function, write, binding, write.component in seen)

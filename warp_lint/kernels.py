@@ -202,7 +202,10 @@ class FunctionModel:
 
     @property
     def arrays(self) -> dict[str, Param]:
-        return {p.name: p for p in self.params if p.type.is_array}
+        """Array parameters; in a kernel, `Any`-typed ones too (a generic kernel's `dst: Any` is an
+        array: a kernel's scalar or vector arguments are values it does not store into)."""
+        return {p.name: p for p in self.params
+                if p.type.is_array or (self.kind == "kernel" and p.type.kind == "generic")}
 
     @property
     def local_names(self) -> set[str]:
@@ -523,8 +526,9 @@ class _BodyScanner:
         self.shadowed.add(name)
         if operator is None and isinstance(value, cst.Subscript):
             array = self.array_of(value.value)
-            if array is not None and len(value.slice) < self.arrays[array].type.ndim:
-                self.views[name] = array
+            if array is not None and (len(value.slice) < self.arrays[array].type.ndim or any(
+                    isinstance(element.slice, cst.Slice) for element in value.slice)):
+                self.views[name] = array  # `row = a2d[i]`, `column = a2d[:, 1]`
         self.model.bindings.append(LocalBinding(name, value, statement, self.next_order(), operator, tuple(self.loops)))
 
     def component_write(self, name, component, value, statement, operator, is_field, element=None) -> None:
@@ -652,53 +656,13 @@ class _BodyScanner:
         return dynamic, reason, ""
 
 
-_CONVERSIONS = {"float", "int", "warp.float32", "warp.float64", "warp.float16", "warp.int32", "warp.int64",
-                "warp.uint32", "warp.uint64", "warp.int8", "warp.int16", "warp.uint8", "warp.uint16"}
+def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames) -> bool:
+    """Whether ``node`` carries no gradient anyone can observe: nothing active flows into its value
+    (literals, module constants, loop counters, a kernel's scalar arguments, shapes, integers, and
+    locals computed only from these; see ``warp_lint.dataflow``)."""
+    from warp_lint.dataflow import dataflow_of
 
-
-_INDEX_CALLS = {"warp.tid", "len", "warp.len"}
-
-
-def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames, _seen: frozenset[str] = frozenset()
-                  ) -> bool:
-    """Whether ``node`` carries no gradient anyone can observe: literals, module constants (Warp captures
-    globals as compile-time constants), loop counters, a kernel's non-array arguments (their adjoints are
-    never returned), array shapes, and locals computed only from these by arithmetic, indexing and
-    scalar conversions. Conservative: any other call, or an array read, carries a gradient."""
-    def free(child):
-        return gradient_free(function, child, names, _seen)
-
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(node, cst.Name):
-        if node.value in _seen or node.value in ("True", "False"):
-            return True
-        params = {p.name: p for p in function.params}
-        if node.value in params:
-            return function.kind == "kernel" and not params[node.value].type.is_array
-        bindings = [b for b in function.bindings if b.name == node.value]
-        if not bindings:
-            return True  # a module constant or a loop variable
-        seen = _seen | {node.value}
-        return all(b.value is not None and gradient_free(function, b.value, names, seen) for b in bindings)
-    if isinstance(node, cst.UnaryOperation):
-        return free(node.expression)
-    if isinstance(node, (cst.BinaryOperation, cst.Comparison)):
-        parts = [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [
-            node.left, *(c.comparator for c in node.comparisons)]
-        return all(free(part) for part in parts)
-    if isinstance(node, cst.Call):
-        callee = names.qualify(node.func, {p.name for p in function.params}) or dotted_name(node.func)
-        if callee in _INDEX_CALLS:
-            return True
-        return callee in _CONVERSIONS and all(free(a.value) for a in node.args)
-    if isinstance(node, cst.Subscript):
-        if isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
-            return True
-        return free(node.value) and all(free(e.slice.value) for e in node.slice if isinstance(e.slice, cst.Index))
-    if isinstance(node, cst.Attribute):
-        return node.attr.value in ("shape", "size", "ndim") or free(node.value)
-    return False
+    return dataflow_of(function, names).free(node)
 
 
 _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]
