@@ -19,14 +19,15 @@ class DynamicLoopMutation(Rule):
     loop before the pass assigns it) when the loop's adjoint needs that value:
 
     - it carries a gradient and is used nonlinearly in the loop: `s = s * x[i] + c`,
-      `prod *= x[i]`, `s += x[i]` followed by `t += s * s`;
+      `prod *= x[i]`, `s += x[i]` followed by `t += s * s`, `m = wp.max(m, x[i])`;
+    - it carries a gradient and decides a branch: the running maximum `if x[i] > best: best = x[i]`;
     - it picks the element of an array that carries gradient: the counter of
       `while j < n: s += x[j]; j += 1`, or `k //= 2` in `out[k] += x[k]`.
 
-    Linear carries (`s += e`, `s = 0.5 * s + x[i]`), locals each pass assigns before reading them
-    (`k = x[j]; out[j] = k * k`), values compared only (`if v > best: best = v` with `best` used
-    linearly), and values that carry no gradient (built from constants, never reaching an output)
-    are fine.
+    Linear carries (`s += e`, `s = 0.5 * s + x[i]`), locals every path through a pass assigns
+    before reading them (`k = x[j]; out[j] = k * k`; `C` set in both arms of an `if`, then used),
+    and values that carry no gradient (built from constants, counts returned by an integer helper,
+    never reaching an output) are fine.
 
     ## Why is this bad?
     Warp generates a dynamic loop's adjoint without replaying each pass's forward values: the
@@ -42,10 +43,11 @@ class DynamicLoopMutation(Rule):
     All versions; loops that are dynamic only because of a `continue`, `<1.17`. Measured on 1.19.0
     (CPU, float64, tape against central differences): wrong for `s = s * x[j]`, for `s += x[j]`
     then `t += s * s` in the loop, for `while j < n: s += x[j]; j += 1`, for `k //= 2` indexing
-    `out[k] += x[k]`, for a carried `k` indexing `x[k]` in a `range(n)` loop; right for
-    `s = 0.5 * s + x[j]`, for `k = x[j]; out[j] = k * k`, for a running maximum used linearly after
-    a `range(n)` loop, and for a `wp.hash_grid_query_next(q, index)` loop (the query call sets
-    `index` each pass).
+    `out[k] += x[k]`, for a carried `k` indexing `x[k]` in a `range(n)` loop, for a running maximum
+    (`m = wp.max(m, x[j])` or `if x[j] > m: m = x[j]`, then `out[0] = m`: the whole gradient goes to
+    the last element unless the maximum is last); right for `s = 0.5 * s + x[j]`, for
+    `k = x[j]; out[j] = k * k`, for `C` assigned in both arms of an `if` then `acc += C * C`, and for
+    a `wp.hash_grid_query_next(q, index)` loop (the query call sets `index` each pass).
 
     ## Confirmation
     gradcheck.
@@ -100,8 +102,44 @@ class DynamicLoopMutation(Rule):
                     p = p * x[j]
                 out[0] = p
             """),
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def count_above(count: int, value: float) -> int:
+                if value > 0.5:
+                    return count + 1
+                return count
+
+            @wp.kernel
+            def strain(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                c = float(0.0)
+                v = float(0.0)
+                count = int(0)
+                for term in range(n):
+                    if term == 0:
+                        c = x[0] * x[1]
+                    else:
+                        c = x[term] * x[term]
+                    out[term] = c * c + float(count) * x[term]
+                    count = count_above(count, x[term])
+                    if x[term] > 0.5:
+                        v = x[term] * 3.0
+                        out[term] += v * v
+            """),
     ]
     INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def largest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                best = float(0.0)
+                for j in range(n):
+                    if x[j] > best:
+                        best = x[j]
+                out[0] = best
+            """),
         Example("""
             import warp as wp
 
@@ -161,14 +199,13 @@ class DynamicLoopMutation(Rule):
                     name = binding.name
                     if name in reported or loop not in binding.loops or not _defined_before(function, name, loop):
                         continue
-                    assignments = [b.node for b in function.bindings if b.name == name and loop in b.loops]
-                    if not flow.carried(name, loop, assignments):
+                    if not flow.carried(name, loop):
                         continue  # assigned afresh before each pass reads it
-                    use = flow.needing_use_in({name}, loop)
+                    # A value carrying no gradient (built from constants) matters only as an index.
+                    gradient = flow.carries_gradient(name)
+                    use = next((u for u in flow.needing_uses_in({name}, loop) if gradient or u.indexes), None)
                     if use is None:
                         continue  # carried only linearly (`s = 0.5 * s + x[i]`): the adjoint needs no value
-                    if use.indexes is None and not flow.carries_gradient(name):
-                        continue  # a value from constants, or only compared: no gradient
                     reported.add(name)
                     origin = flow.origin(name) if use.indexes is None else None
                     why = f"`{name}` carries the gradient of `{origin}` and" if origin else f"`{name}`"

@@ -226,6 +226,11 @@ class Dataflow:
                 for use in self._walk(part, INDEX, how, statement, sequence):
                     yield dataclasses.replace(use, indexes=tag) if use.position == INDEX and tag else use
 
+    def _integer_helper(self, name: str | None) -> bool:
+        """`int(...)`, `bool(...)`, or a helper of this file annotated to return an integer."""
+        return name is not None and name not in self.shadowed and (
+            name in ("int", "bool") or name in self.function.integer_helpers)
+
     def _writes_arrays(self, call: cst.Call) -> bool:
         callee = self.qualify(call.func)
         if callee in ACCUMULATING or callee in STORING:
@@ -339,7 +344,7 @@ class Dataflow:
         callee = self.qualify(node.func)
         name = callee or dotted_name(node.func)
         arguments = [a.value for a in node.args]
-        if callee in NO_ADJOINT or callee in INTEGER_CALLS or (name in ("int", "bool") and name not in self.shadowed):
+        if callee in NO_ADJOINT or callee in INTEGER_CALLS or self._integer_helper(name):
             for argument in arguments:
                 yield from self._walk(argument, INDEX, "", statement, sequence)
             return
@@ -403,7 +408,8 @@ class Dataflow:
                 continue
             if kind is cst.Call:
                 callee = self.qualify(current.func)
-                if callee in INTEGER_CALLS or callee in NO_ADJOINT:
+                if callee in INTEGER_CALLS or callee in NO_ADJOINT or self._integer_helper(
+                        callee or dotted_name(current.func)):
                     continue
                 stack.extend(a.value for a in current.args)
                 continue
@@ -527,34 +533,40 @@ class Dataflow:
         return next((u for u in self.needing_uses(self.linear_derivatives(bound))
                      if u.name not in bound or overwritten(u)), None)
 
-    def carried(self, name: str, loop: Loop, assignments: list[cst.CSTNode]) -> bool:
-        """Whether ``name``'s value flows from one pass of ``loop`` into the next: it is read in the
-        loop before the pass assigns it (or the assignment sits under a branch of the loop, so a pass
-        may not assign it). A local each pass assigns before reading it is a fresh temporary
-        (measured right on Warp 1.19: `k = x[j]; out[j] = k * k` in a `range(n)` loop)."""
-        start = self.sequence.get(id(loop.node), 0)
-        first = min((self.sequence.get(id(a), 0) for a in assignments), default=0)
-        conditional = any(
-            self.sequence.get(id(branch.node), 0) > start
-            for site in self.function.statements if any(site.node is a for a in assignments)
-            for branch in site.branches)
-        if conditional:
+    def carried(self, name: str, loop: Loop) -> bool:
+        """Whether ``name``'s value flows from one pass of ``loop`` into the next: some path through
+        a pass reads it before the pass assigns it (a definite-assignment walk of the body: both arms
+        of an `if` must assign it; a nested loop may not run). A local each pass assigns before
+        reading it is a fresh temporary (measured right on Warp 1.19: `k = x[j]; out[j] = k * k`,
+        and `C` assigned in both arms of an `if` before `acc += C * C`, in `range(n)` loops)."""
+        node = loop.node
+        if isinstance(node, cst.For) and name in _bound_names(node.target):
+            return False
+        if isinstance(node, cst.While) and name in self._reads.get(id(node), ()):
             return True
-        return any(u.name == name and loop in u.loops and u.sequence <= first for u in self.uses)
+        return _ExposedRead(name, self._reads).block(node.body, False)[1]
 
-    def needing_use_in(self, names: set[str], loop: Loop, branches: bool = False) -> Use | None:
-        """The first use inside ``loop`` of ``names`` (or of locals computed linearly from them) whose
-        adjoint needs the value: a nonlinear one, or an index into an array that carries gradient (the
-        replayed access would touch another element: measured wrong on Warp 1.19 for `s += x[j]; j += 1`
-        in a `while` loop)."""
+    @functools.cached_property
+    def _reads(self) -> dict[int, set[str]]:
+        """id(statement) -> the locals it reads (an `if`/`while`'s test, a `for`'s iterable)."""
+        reads: dict[int, set[str]] = {}
+        for use in self.uses:
+            reads.setdefault(id(use.statement), set()).add(use.name)
+        return reads
+
+    def needing_uses_in(self, names: set[str], loop: Loop) -> Iterator[Use]:
+        """The uses inside ``loop`` of ``names`` (or of locals computed linearly from them) whose
+        adjoint needs the value: a nonlinear one, a comparison deciding a branch (measured wrong on
+        Warp 1.19: a running maximum `if x[j] > best: best = x[j]` in a `range(n)` loop sends the
+        gradient to the last element), or an index into an array that carries gradient (the replayed
+        access would touch another element: measured wrong for `s += x[j]; j += 1` in a `while`
+        loop)."""
         derived = self.linear_derivatives(names)
         for use in self.uses:
             if loop in use.loops and (
-                    (use.name in derived and use.position == NONLINEAR) or
-                    (use.name in names and use.indexes is not None) or
-                    (branches and use.name in derived and use.position == BRANCH)):
-                return use
-        return None
+                    (use.name in derived and use.position in (NONLINEAR, BRANCH)) or
+                    (use.name in names and use.indexes is not None)):
+                yield use
 
 
 def dataflow_of(function: FunctionModel, names: WarpNames) -> Dataflow:
@@ -589,9 +601,92 @@ def _names_in(target) -> Iterator[str]:
             stack.extend(children(node))
 
 
+def _bound_names(target) -> set[str]:
+    """The locals an assignment target binds: `a` and `b` of `a, (b, c[i]) = ...`, not `c`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for element in target.elements for n in _bound_names(element.value)}
+    return set()
+
+
 def _code(node) -> str:
     return cst.Module([]).code_for_node(node).strip()
 
 
 def _short(name: str | None) -> str:
     return (name or "").replace("warp.", "wp.")
+
+
+class _ExposedRead:
+    """Walks a loop body once, tracking whether ``name`` is definitely assigned on every path so far;
+    finds a read reached on some path before any assignment (an upward-exposed use)."""
+
+    def __init__(self, name: str, reads: dict[int, set[str]]):
+        self.name = name
+        self.reads = reads
+
+    def block(self, block, defined: bool) -> tuple[bool, bool, bool]:
+        """(defined after, a read exposed, falls through to the next statement)."""
+        for statement in getattr(block, "body", ()):
+            defined, exposed, falls = self.statement(statement, defined)
+            if exposed or not falls:
+                return defined, exposed, falls
+        return defined, False, True
+
+    def statement(self, statement, defined: bool) -> tuple[bool, bool, bool]:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if not defined and self._reads_name(small):
+                    return defined, True, True
+                defined = defined or self._assigns(small)
+                if isinstance(small, (cst.Break, cst.Continue, cst.Return, cst.Raise)):
+                    return defined, False, False
+            return defined, False, True
+        if not defined and self.name in self.reads.get(id(statement), ()):
+            return defined, True, True
+        if isinstance(statement, cst.If):
+            after_body, exposed, body_falls = self.block(statement.body, defined)
+            if exposed:
+                return defined, True, True
+            orelse = statement.orelse
+            if orelse is None:
+                after_else, else_falls = defined, True
+            else:
+                inner = cst.IndentedBlock(body=[orelse]) if isinstance(orelse, cst.If) else orelse.body
+                after_else, exposed, else_falls = self.block(inner, defined)
+                if exposed:
+                    return defined, True, True
+            if not body_falls and not else_falls:
+                return defined, False, False
+            return (after_body or not body_falls) and (after_else or not else_falls), False, True
+        if isinstance(statement, (cst.For, cst.While)):
+            inner_defined = defined or (isinstance(statement, cst.For) and self.name in _bound_names(statement.target))
+            _, exposed, _ = self.block(statement.body, inner_defined)
+            if exposed:
+                return defined, True, True
+            if statement.orelse is not None:
+                _, exposed, _ = self.block(statement.orelse.body, defined)
+            return defined, exposed, True
+        if isinstance(statement, (cst.With, cst.Try)):
+            return self.block(statement.body, defined)
+        return defined, False, True
+
+    def _reads_name(self, small) -> bool:
+        if self.name in self.reads.get(id(small), ()):
+            return True
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+            [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
+        for target in targets:
+            if isinstance(small, cst.AugAssign) and _root(target) == self.name:
+                return True  # `s += x` reads `s`
+            if isinstance(target, (cst.Subscript, cst.Attribute)) and _root(target) == self.name:
+                return True  # `v[0] = x` keeps the other components
+        return False
+
+    def _assigns(self, small) -> bool:
+        if isinstance(small, cst.Assign):
+            return any(self.name in _bound_names(t.target) for t in small.targets)
+        if isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            return isinstance(small.target, cst.Name) and small.target.value == self.name
+        return False

@@ -86,6 +86,7 @@ class ComponentWrite:
     is_field: bool  # ``b.pos = ...`` on a struct rather than a vector component
     loops: tuple["Loop", ...] = ()
     element: tuple[cst.BaseExpression, ...] | None = None  # ``(i, j)`` for ``m[i, j] = ...``; None for ``v.x``
+    branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
 
 
 @dataclasses.dataclass
@@ -194,6 +195,9 @@ class FunctionModel:
     conditionals: list[ConditionalExpression] = dataclasses.field(default_factory=list)
     statements: list[StatementSite] = dataclasses.field(default_factory=list)  # every small statement
     adjoint_writes: list[AdjointWrite] = dataclasses.field(default_factory=list)
+    # `@wp.func` helpers of this file annotated to return an integer or a bool: their values carry no
+    # gradient (a count, an index, a flag).
+    integer_helpers: frozenset[str] = frozenset()
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -308,10 +312,20 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
     for function in functions:
         if function.kind == "func":
             helpers.setdefault(function.name, []).append(function)
+    integer_helpers = frozenset(name for name, overloads in helpers.items()
+                                if all(_returns_integer(f.node, names) for f in overloads))
+    for function in functions:
+        function.integer_helpers = integer_helpers
     for function in functions:
         _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
     return KernelIndex(functions, structs)
+
+
+def _returns_integer(node: cst.FunctionDef, names: WarpNames) -> bool:
+    returns = node.returns.annotation if node.returns is not None else None
+    qualified = (names.qualify(returns) or dotted_name(returns)) if returns is not None else None
+    return qualified in INT_SCALARS or qualified in ("bool", "warp.bool")
 
 
 def _decorator_target(decorator: cst.Decorator) -> cst.BaseExpression:
@@ -538,7 +552,7 @@ class _BodyScanner:
             return
         self.model.component_writes.append(
             ComponentWrite(name, component, value, statement, self.next_order(), operator, is_field,
-                           tuple(self.loops), element)
+                           tuple(self.loops), element, tuple(self.branches))
         )
 
     # -- expressions ----------------------------------------------------------------------
