@@ -29,7 +29,12 @@ class TapeOverwrite(Rule):
     `tape.backward()` replays each recorded kernel's forward reads from the arrays as they are at
     backward time. Once a later launch has overwritten an array an earlier kernel read, that
     kernel's adjoint is computed from the new values: the gradient is wrong, without an error.
-    This is the static twin of Warp's "is being written to but has already been read from in a
+    A reader whose kernel uses what it read only linearly (copies it, adds it, scales it by
+    something that carries no gradient: `z[i] = 3.0 * y[i]`) is not reported: its adjoint never
+    reads the values again, so overwriting them changes no gradient (measured right on 1.19, also
+    with the new values used on the way to the loss, and for a ping-pong `x_out[i] = 0.5 * x[i]`
+    between two buffers; the same ping-pong with `x[i] * x[i]` is wrong). This is the static twin
+    of Warp's "is being written to but has already been read from in a
     previous launch" warning, which is only printed with `wp.config.verify_autograd_array_access`
     switched on before the module loads, and which `zero_()`, `fill_()`, `assign()` and arrays
     inside structs never trigger.
@@ -102,6 +107,28 @@ class TapeOverwrite(Rule):
                 with tape:
                     for t in range(steps):
                         wp.launch(step, n, inputs=[states[t]], outputs=[states[t + 1]])
+            """),
+        # `scale` only scales what it read: its adjoint never needs `y` again.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            @wp.kernel
+            def scale(y: wp.array(dtype=float), z: wp.array(dtype=float)):
+                i = wp.tid()
+                z[i] = 3.0 * y[i]
+
+            def run(x, w, y, z, loss, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, n, inputs=[x], outputs=[y])
+                    wp.launch(scale, n, inputs=[y], outputs=[z])
+                    wp.launch(square, n, inputs=[w], outputs=[y])
+                tape.backward(loss)
             """),
         # One buffer per step, picked by the step index the caller passes in.
         Example("""
@@ -204,7 +231,7 @@ class TapeOverwrite(Rule):
             @wp.kernel
             def advance(x: wp.array(dtype=float), x_out: wp.array(dtype=float)):
                 i = wp.tid()
-                x_out[i] = x[i] * 0.5
+                x_out[i] = wp.sin(x[i])
 
             def run(x, v, steps, n):
                 tape = wp.Tape()
@@ -238,7 +265,8 @@ class TapeOverwrite(Rule):
             for read in event.reads:
                 if read.key in written and written[read.key].param != read.param:
                     self._report(context, event, written[read.key], (event, read), region, reported, "same")
-                reads.setdefault(read.key, (event, read))
+                if launch.needs_value(read):
+                    reads.setdefault(read.key, (event, read))
 
     def _check_loops(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
         """In a loop inside the region, a write early in the body follows the previous iteration's read."""
@@ -254,7 +282,7 @@ class TapeOverwrite(Rule):
                         launch = later.launch
                         if launch is None or not launch.recorded or later.exclusive_with(event):
                             continue
-                        read = next((r for r in later.reads if r.key == write.key), None)
+                        read = next((r for r in later.reads if r.key == write.key and launch.needs_value(r)), None)
                         if read is not None:
                             self._report(context, event, write, (later, read), region, reported, "loop")
                             break

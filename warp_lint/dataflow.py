@@ -499,26 +499,31 @@ class Dataflow:
                             changed = True
         return found
 
-    def needing_uses(self, names: set[str], branches: bool = True) -> Iterator[Use]:
-        """Uses of ``names`` whose adjoint reads the value: nonlinear ones, and (with ``branches``)
-        comparisons that decide a branch."""
+    def needing_uses(self, names: set[str], branches: bool = True, indices: bool = False) -> Iterator[Use]:
+        """Uses of ``names`` whose adjoint reads the value: nonlinear ones, (with ``branches``)
+        comparisons that decide a branch, and (with ``indices``) indices, whose replayed value picks
+        the element the adjoint touches."""
         wanted = {NONLINEAR, BRANCH} if branches else {NONLINEAR}
+        if indices:
+            wanted.add(INDEX)
         for use in self.uses:
             if use.name in names and use.position in wanted:
                 yield use
 
 
-    def needing_use_of_reads(self, array: str, read_nodes: set[int], component: str | None = None) -> Use | None:
+    def needing_use_of_reads(self, array: str, read_nodes: set[int], component: str | None = None,
+                             indices: bool = False) -> Use | None:
         """The first use whose adjoint needs the value those element reads of ``array`` returned: the
-        read used nonlinearly or in a comparison, or a local computed linearly from it used so. With
-        ``component`` (a store into one field, `a[i].vel = ...`), uses of other named fields do not
-        count: that memory is not overwritten."""
+        read used nonlinearly or in a comparison (with ``indices``, as an index too), or a local
+        computed linearly from it used so. With ``component`` (a store into one field, `a[i].vel =
+        ...`), uses of other named fields do not count: that memory is not overwritten."""
         def overwritten(use: Use) -> bool:
             return component is None or use.member is None or not component.isidentifier() or \
                 use.member == component
 
+        wanted = (NONLINEAR, BRANCH, INDEX) if indices else (NONLINEAR, BRANCH)
         direct = [u for u in self.uses if u.name == "@" + array and id(u.node) in read_nodes]
-        use = next((u for u in direct if u.position in (NONLINEAR, BRANCH) and overwritten(u)), None)
+        use = next((u for u in direct if u.position in wanted and overwritten(u)), None)
         if use is not None:
             return use
         bound = set()
@@ -530,7 +535,7 @@ class Dataflow:
                 bound |= {t.value for t in targets if isinstance(t, cst.Name)}
         if not bound:
             return None
-        return next((u for u in self.needing_uses(self.linear_derivatives(bound))
+        return next((u for u in self.needing_uses(self.linear_derivatives(bound), indices=indices)
                      if u.name not in bound or overwritten(u)), None)
 
     def carried(self, name: str, loop: Loop) -> bool:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from warp_lint.dataflow import INDEX, dataflow_of
 from warp_lint.kernels import FunctionModel, KernelIndex, mutually_exclusive, struct_field_effects
+from warp_lint.names import WarpNames
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,18 +38,38 @@ class KernelFacts:
     stores_twice: frozenset[str]  # array parameters stored into twice in one pass, unconditionally
     options: dict  # the decorator's literal keywords
     runtime: dict  # what the runtime checker needs to run it (``FunctionModel.runtime_data``)
+    value_reads: frozenset[str] = frozenset()  # array parameters whose read values its adjoint needs
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
 
 
-def kernel_facts(function: FunctionModel, index: KernelIndex) -> KernelFacts:
+def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) -> KernelFacts:
     params = tuple(ParamFacts(p.name, p.type.kind, p.type.dtype, p.type.differentiable) for p in function.params)
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
-                       function.runtime_data())
+                       function.runtime_data(), _value_reads(function, names))
+
+
+def _value_reads(function: FunctionModel, names: WarpNames) -> frozenset[str]:
+    """Array parameters whose read values the adjoint reads again when ``backward()`` replays the
+    kernel: a read used nonlinearly, in a comparison or as an index, a read through a helper, or
+    the array passed whole (to a call, a tile load). A parameter read only linearly (`z[i] = 3.0 *
+    y[i]`, `z[i] = y[i] + x[i]`) is not one: overwriting it before `backward()` changes no gradient
+    (measured on Warp 1.19 for `z = 3 y` and `z = y + x`), while `z[i] = y[i] * y[i]` is wrong."""
+    flow = dataflow_of(function, names)
+    passed_whole = {use.name for use in flow.uses if use.name in function.arrays and use.position != INDEX}
+    needed = set()
+    for param, kinds in function.effects().items():
+        if "read" not in kinds:
+            continue
+        reads = function.reads(param)
+        if param in passed_whole or any(read.via for read in reads) or flow.needing_use_of_reads(
+                param, {id(read.node) for read in reads}, indices=True) is not None:
+            needed.add(param)
+    return frozenset(needed)
 
 
 def _stored_twice(function: FunctionModel) -> frozenset[str]:
