@@ -19,7 +19,9 @@ class TapeOverwrite(Rule):
     bound to the caller's arrays, and a tape kept as `self.tape` records across the methods that
     a caller runs in turn. The write is reported where it is written, with the read and the calls
     that lead there as related locations. Aliases (`q = state.q`, `a, b = b, a`) are followed; a
-    rebinding (`x = wp.zeros(...)`) is a new array. Arrays held in the fields of a `@wp.struct`
+    rebinding (`x = wp.zeros(...)`) is a new array. While a tape records, gradients are taken to be
+    required: an arm that runs only without them (`else` of `if state.requires_grad:`, `if not
+    requires_grad:`) is not followed. Arrays held in the fields of a `@wp.struct`
     count as arrays: a kernel reading `s.q[i]` of a struct argument `state` reads `state.q`, and a
     later kernel writing `s.q`, `state.q.zero_()` or a launch given `state.q` directly overwrites
     it. `wp.utils` reductions, scans and sorts write their output arrays. A write after the
@@ -129,6 +131,46 @@ class TapeOverwrite(Rule):
                     wp.launch(scale, n, inputs=[y], outputs=[z])
                     wp.launch(square, n, inputs=[w], outputs=[y])
                 tape.backward(loss)
+            """),
+        # Under a tape gradients are required: the `else` arm (buffers reused in place) does not run.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def solve(q: wp.array(dtype=float), delta: wp.array(dtype=float)):
+                i = wp.tid()
+                delta[i] = wp.sin(q[i])
+
+            @wp.kernel
+            def apply_deltas(q: wp.array(dtype=float), delta: wp.array(dtype=float), q_out: wp.array(dtype=float)):
+                i = wp.tid()
+                q_out[i] = q[i] + delta[i]
+
+            class Solver:
+                def apply(self, state_in, state_out, delta, n):
+                    if state_in.requires_grad:
+                        q = state_out.q
+                        new_q = wp.empty_like(state_out.q)
+                    else:
+                        q = state_in.q
+                        new_q = state_out.q
+                    wp.launch(apply_deltas, n, inputs=[q, delta], outputs=[new_q])
+                    if state_in.requires_grad:
+                        state_out.q = new_q
+                    return new_q
+
+                def step(self, state_in, state_out, iterations, n):
+                    delta = wp.zeros(n, dtype=float, requires_grad=True)
+                    q = state_out.q
+                    for _ in range(iterations):
+                        wp.launch(solve, n, inputs=[q], outputs=[delta])
+                        q = self.apply(state_in, state_out, delta, n)
+
+            def run(a, b, n):
+                solver = Solver()
+                tape = wp.Tape()
+                with tape:
+                    solver.step(a, b, 4, n)
             """),
         # One buffer per step, picked by the step index the caller passes in.
         Example("""

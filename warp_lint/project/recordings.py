@@ -260,8 +260,19 @@ class Recorder:
 
     # -- operations -----------------------------------------------------------------------
     def _run(self, frame: Frame) -> None:
+        skipping = None  # the `if` whose arm is not taken while a tape records: it runs only without gradients
         for op in frame.function.ops:
             kind = op.__class__
+            if skipping is not None:
+                if (kind is ArmOp or kind is EndIfOp) and op.id == skipping:
+                    skipping = None
+                else:
+                    continue
+            if kind is ArmOp and op.gradients is False and self.region_stack:
+                skipping = op.id
+                if op.arm == 0:
+                    self.branch_stack.append((self._uid(frame, "if", op.id), 0))
+                continue
             if kind is CallOp:
                 frame.calls[op.index] = op
                 frame.results[op.index] = self.visit_call(frame, op)
