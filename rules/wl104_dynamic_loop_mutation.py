@@ -14,7 +14,10 @@ class DynamicLoopMutation(Rule):
     (`range(n)` with `n` a kernel argument or an array's shape), a literal range exceeds the unroll
     limit (`max_unroll`, 16 by default; `wp.config.max_unroll` and the module option of that name
     are honoured), its body has a `break` (or a `continue`, before Warp 1.17), and every `while`.
-    `range(wp.static(...))` unrolls. Inside a dynamic loop this rule flags the reassignment of a
+    `range(wp.static(...))` unrolls, and so does a range bounded by module constants or by a local
+    the kernel assigns an integer literal once at its top (`num_terms = 2`: measured on 1.19, a
+    product carried through `range(0, n)` is right with `n = 3` assigned so, wrong with `n` an
+    argument). Inside a dynamic loop this rule flags the reassignment of a
     local defined before the loop whose value flows from one pass into the next (it is read in the
     loop before the pass assigns it) when the loop's adjoint needs that value:
 
@@ -58,6 +61,19 @@ class DynamicLoopMutation(Rule):
     runtime_strategy = ("gradcheck",)
 
     VALID = [
+        # A local assigned an integer literal once is a constant to Warp: this loop is unrolled.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def two_terms(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                num_terms = 2
+                s = float(1.0)
+                for term in range(0, num_terms):
+                    s = s * x[i * 2 + term]
+                out[i] = s
+            """),
         Example("""
             import warp as wp
 
