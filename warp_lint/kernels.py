@@ -834,4 +834,3 @@ def _local_constants(function: cst.FunctionDef) -> dict[str, int]:
             for name in (n for n in walk(target) if isinstance(n, cst.Name)):
                 assigned[name.value] = assigned.get(name.value, 0) + 1
     return {name: value for name, value in candidates.items() if assigned.get(name) == 1}
-
