@@ -48,3 +48,28 @@ def value_reads(body: str, params: str = "y: wp.array(dtype=float), idx: wp.arra
 ])
 def test_value_reads(body, needed):
     assert value_reads(body) == needed
+
+
+def test_a_kernel_without_differentiable_outputs_needs_no_values():
+    params = "y: wp.array(dtype=float), flags: wp.array(dtype=int)"
+    assert value_reads("i = wp.tid()\nif y[i] * y[i] > 1.0:\n    flags[i] = 1\n", params) == set()
+    assert value_reads("i = wp.tid()\nif y[i] * y[i] > 1.0:\n    y[i] = 1.0\n", params) == {"y"}
+
+
+def gradient_reads(body: str, params: str) -> set[str]:
+    source = f"import warp as wp\n\n@wp.kernel\ndef k({params}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    module = cst.parse_module(source)
+    names = WarpNames.from_triage(triage(source, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    return set(kernel_facts(index.functions[0], index, names).gradient_reads)
+
+
+@pytest.mark.parametrize("body, passes", [
+    ("i = wp.tid()\nz[i] = 3.0 * y[i]\n", {"y"}),
+    ("i = wp.tid()\nif y[i] < 1.0:\n    z[i] = 1.0\n", set()),  # compared only: no gradient back
+    ("i = wp.tid()\nz[i] = lower[idx[i]]\n", {"lower"}),  # the index array passes none
+    ("i = wp.tid()\nif lower[i] < y[i]:\n    z[i] = y[i] * y[i]\n", {"y"}),
+])
+def test_gradient_reads(body, passes):
+    params = "y: wp.array(dtype=float), lower: wp.array(dtype=float), idx: wp.array(dtype=int), z: wp.array(dtype=float)"
+    assert gradient_reads(body, params) == passes

@@ -272,6 +272,14 @@ class Launch:
         return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
             ref.param in kernel.value_reads
 
+    def passes_gradient(self, ref: ArrayRef) -> bool:
+        """Whether ``backward()`` of this launch passes a gradient back into ``ref``: True unless the
+        kernel's model shows its values reach no differentiable output (read only in comparisons
+        and indices, or the kernel writes no float array)."""
+        kernel = self.kernel
+        return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
+            ref.param in kernel.gradient_reads
+
     def writes(self, convention: bool = False) -> list[ArrayRef]:
         """The array arguments the kernel writes or accumulates into (``convention``: `outputs=`)."""
         if self.kernel is None:

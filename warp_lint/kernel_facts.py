@@ -39,6 +39,7 @@ class KernelFacts:
     options: dict  # the decorator's literal keywords
     runtime: dict  # what the runtime checker needs to run it (``FunctionModel.runtime_data``)
     value_reads: frozenset[str] = frozenset()  # array parameters whose read values its adjoint needs
+    gradient_reads: frozenset[str] = frozenset()  # array parameters its adjoint passes a gradient back to
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -49,27 +50,40 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
+    value_reads, gradient_reads = _reads_that_matter(function, names)
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
-                       function.runtime_data(), _value_reads(function, names))
+                       function.runtime_data(), value_reads, gradient_reads)
 
 
-def _value_reads(function: FunctionModel, names: WarpNames) -> frozenset[str]:
-    """Array parameters whose read values the adjoint reads again when ``backward()`` replays the
-    kernel: a read used nonlinearly, in a comparison or as an index, a read through a helper, or
-    the array passed whole (to a call, a tile load). A parameter read only linearly (`z[i] = 3.0 *
-    y[i]`, `z[i] = y[i] + x[i]`) is not one: overwriting it before `backward()` changes no gradient
-    (measured on Warp 1.19 for `z = 3 y` and `z = y + x`), while `z[i] = y[i] * y[i]` is wrong."""
+def _reads_that_matter(function: FunctionModel, names: WarpNames) -> tuple[frozenset[str], frozenset[str]]:
+    """The array parameters whose read values the adjoint reads again when ``backward()`` replays
+    the kernel (``value_reads``), and those whose values flow into a differentiable output, so that
+    a gradient flows back into them (``gradient_reads``).
+
+    A value read is one used nonlinearly, in a comparison or as an index, read through a helper,
+    or the array passed whole (to a call, a tile load). A parameter read only linearly (`z[i] = 3.0
+    * y[i]`, `z[i] = y[i] + x[i]`) is not one: overwriting it before `backward()` changes no
+    gradient (measured on Warp 1.19 for `z = 3 y` and `z = y + x`), while `z[i] = y[i] * y[i]` is
+    wrong. A parameter read only in comparisons or indices passes no gradient back. A kernel that
+    writes no float array (contact matching, flags, counts) needs none and passes none."""
+    arrays = function.arrays
+    if function.kind == "kernel" and not any(
+            kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
+            for name, kinds in function.effects().items()):
+        return frozenset(), frozenset()
     flow = dataflow_of(function, names)
-    passed_whole = {use.name for use in flow.uses if use.name in function.arrays and use.position != INDEX}
-    needed = set()
+    passed_whole = {use.name for use in flow.uses if use.name in arrays and use.position != INDEX}
+    values, gradients = set(), set()
     for param, kinds in function.effects().items():
         if "read" not in kinds:
             continue
         reads = function.reads(param)
-        if param in passed_whole or any(read.via for read in reads) or flow.needing_use_of_reads(
-                param, {id(read.node) for read in reads}, indices=True) is not None:
-            needed.add(param)
-    return frozenset(needed)
+        opaque = param in passed_whole or any(read.via for read in reads)
+        if opaque or flow.needing_use_of_reads(param, {id(read.node) for read in reads}, indices=True) is not None:
+            values.add(param)
+        if opaque or "@" + param in flow.useful:
+            gradients.add(param)
+    return frozenset(values), frozenset(gradients)
 
 
 def _stored_twice(function: FunctionModel) -> frozenset[str]:
