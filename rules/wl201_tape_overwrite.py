@@ -172,6 +172,49 @@ class TapeOverwrite(Rule):
                 with tape:
                     solver.step(a, b, 4, n)
             """),
+        # `t`, computed from both loops' counters, picks one state per substep.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def contact_force(q: wp.array(dtype=float), f: wp.array(dtype=float)):
+                i = wp.tid()
+                wp.atomic_add(f, i, q[i] * q[i])
+
+            @wp.kernel
+            def integrate(q: wp.array(dtype=float), f: wp.array(dtype=float), q_out: wp.array(dtype=float)):
+                i = wp.tid()
+                q_out[i] = q[i] + f[i] * f[i] * 0.01
+
+            class State:
+                def __init__(self, n):
+                    self.q = wp.zeros(n, dtype=float, requires_grad=True)
+                    self.f = wp.zeros(n, dtype=float, requires_grad=True)
+
+            class Example:
+                def __init__(self, n, steps, substeps):
+                    self.n = n
+                    self.sim_steps = steps
+                    self.sim_substeps = substeps
+                    self.states = [State(n) for _ in range(steps * substeps + 1)]
+                    self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+                def forward_backward(self):
+                    self.tape = wp.Tape()
+                    with self.tape:
+                        for sim_step in range(self.sim_steps):
+                            self.simulate(sim_step)
+                    self.tape.backward(self.loss)
+
+                def simulate(self, sim_step):
+                    for i in range(self.sim_substeps):
+                        t = sim_step * self.sim_substeps + i
+                        self.step(self.states[t], self.states[t + 1])
+
+                def step(self, state_in, state_out):
+                    wp.launch(contact_force, self.n, inputs=[state_in.q], outputs=[state_in.f])
+                    wp.launch(integrate, self.n, inputs=[state_in.q, state_in.f], outputs=[state_out.q])
+            """),
         # One buffer per step, picked by the step index the caller passes in.
         Example("""
             import warp as wp
