@@ -50,6 +50,26 @@ def test_value_reads(body, needed):
     assert value_reads(body) == needed
 
 
+def test_a_kernel_writing_struct_fields_has_outputs():
+    source = textwrap.dedent("""
+        import warp as wp
+
+        @wp.struct
+        class Contacts:
+            point: wp.array(dtype=float)
+
+        @wp.kernel
+        def gather(data: Contacts, perm: wp.array(dtype=int), src: wp.array(dtype=float)):
+            i = wp.tid()
+            data.point[i] = src[perm[i]]
+        """)
+    module = cst.parse_module(source)
+    names = WarpNames.from_triage(triage(source, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    (kernel,) = [f for f in index.functions if f.name == "gather"]
+    assert kernel_facts(kernel, index, names).value_reads == {"perm"}
+
+
 def test_a_kernel_without_differentiable_outputs_needs_no_values():
     params = "y: wp.array(dtype=float), flags: wp.array(dtype=int)"
     assert value_reads("i = wp.tid()\nif y[i] * y[i] > 1.0:\n    flags[i] = 1\n", params) == set()

@@ -50,12 +50,14 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
-    value_reads, gradient_reads = _reads_that_matter(function, names)
+    value_reads, gradient_reads = _reads_that_matter(function, names, any(
+        kinds & {"write", "accumulate"} for kinds in structs.values()))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads)
 
 
-def _reads_that_matter(function: FunctionModel, names: WarpNames) -> tuple[frozenset[str], frozenset[str]]:
+def _reads_that_matter(function: FunctionModel, names: WarpNames,
+                       writes_struct_fields: bool) -> tuple[frozenset[str], frozenset[str]]:
     """The array parameters whose read values the adjoint reads again when ``backward()`` replays
     the kernel (``value_reads``), and those whose values flow into a differentiable output, so that
     a gradient flows back into them (``gradient_reads``).
@@ -65,9 +67,10 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames) -> tuple[froze
     * y[i]`, `z[i] = y[i] + x[i]`) is not one: overwriting it before `backward()` changes no
     gradient (measured on Warp 1.19 for `z = 3 y` and `z = y + x`), while `z[i] = y[i] * y[i]` is
     wrong. A parameter read only in comparisons or indices passes no gradient back. A kernel that
-    writes no float array (contact matching, flags, counts) needs none and passes none."""
+    writes no float array nor struct field (contact matching, flags, counts) needs none and passes
+    none."""
     arrays = function.arrays
-    if function.kind == "kernel" and not any(
+    if function.kind == "kernel" and not writes_struct_fields and not any(
             kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
             for name, kinds in function.effects().items()):
         return frozenset(), frozenset()
