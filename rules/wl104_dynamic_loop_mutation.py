@@ -30,7 +30,9 @@ class DynamicLoopMutation(Rule):
     Linear carries (`s += e`, `s = 0.5 * s + x[i]`), locals every path through a pass assigns
     before reading them (`k = x[j]; out[j] = k * k`; `C` set in both arms of an `if`, then used),
     and values that carry no gradient (built from constants, counts returned by an integer helper,
-    never reaching an output) are fine.
+    never reaching an output) are fine. Only uses of the previous pass's value count: a use after
+    the pass has assigned the local reads this pass's value (`acc += p; p = x[i] * k; acc += p * p`
+    is right, measured on 1.19).
 
     ## Why is this bad?
     Warp generates a dynamic loop's adjoint without replaying each pass's forward values: the
@@ -71,7 +73,7 @@ class DynamicLoopMutation(Rule):
                 num_terms = 2
                 s = float(1.0)
                 for term in range(0, num_terms):
-                    s = s * x[i * 2 + term]
+                    s = s * x[i]
                 out[i] = s
             """),
         Example("""
@@ -142,6 +144,22 @@ class DynamicLoopMutation(Rule):
                     if x[term] > 0.5:
                         v = x[term] * 3.0
                         out[term] += v * v
+            """),
+        # Only `acc += p` reads the previous pass's `p`, linearly; `p * p` squares this pass's value
+        # (measured right on 1.19).
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def refine(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                i = wp.tid()
+                p = x[i]
+                acc = float(0.0)
+                for k in range(n):
+                    acc += p
+                    p = x[i] * float(k + 1)
+                    acc += p * p
+                out[i] = acc
             """),
     ]
     INVALID = [

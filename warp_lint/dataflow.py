@@ -544,12 +544,18 @@ class Dataflow:
         of an `if` must assign it; a nested loop may not run). A local each pass assigns before
         reading it is a fresh temporary (measured right on Warp 1.19: `k = x[j]; out[j] = k * k`,
         and `C` assigned in both arms of an `if` before `acc += C * C`, in `range(n)` loops)."""
+        return bool(self._exposed(name, loop))
+
+    def _exposed(self, name: str, loop: Loop) -> set[int]:
+        """id() of the statements of ``loop`` that read ``name``'s value from the previous pass."""
         node = loop.node
         if isinstance(node, cst.For) and name in _bound_names(node.target):
-            return False
+            return set()
+        walk = _ExposedRead(name, self._reads)
         if isinstance(node, cst.While) and name in self._reads.get(id(node), ()):
-            return True
-        return _ExposedRead(name, self._reads).block(node.body, False)[1]
+            walk.found.append(id(node))
+        walk.block(node.body, False)
+        return set(walk.found)
 
     @functools.cached_property
     def _reads(self) -> dict[int, set[str]]:
@@ -566,11 +572,21 @@ class Dataflow:
         gradient to the last element), or an index into an array that carries gradient (the replayed
         access would touch another element: measured wrong for `s += x[j]; j += 1` in a `while`
         loop)."""
-        derived = self.linear_derivatives(names)
+        exposed = set().union(*(self._exposed(name, loop) for name in names))
+        carried = [u for u in self.uses if u.name in names and id(u.statement) in exposed and loop in u.loops]
+        bound = set()
+        for use in carried:
+            statement = use.statement
+            if use.position == LINEAR and isinstance(statement, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
+                    statement.target]
+                bound |= {t.value for t in targets if isinstance(t, cst.Name)} - names
+        derived = self.linear_derivatives(bound) if bound else set()
+        for use in carried:
+            if use.position in (NONLINEAR, BRANCH) or use.indexes is not None:
+                yield use
         for use in self.uses:
-            if loop in use.loops and (
-                    (use.name in derived and use.position in (NONLINEAR, BRANCH)) or
-                    (use.name in names and use.indexes is not None)):
+            if loop in use.loops and use.name in derived and use.position in (NONLINEAR, BRANCH):
                 yield use
 
 
@@ -625,57 +641,53 @@ def _short(name: str | None) -> str:
 
 class _ExposedRead:
     """Walks a loop body once, tracking whether ``name`` is definitely assigned on every path so far;
-    finds a read reached on some path before any assignment (an upward-exposed use)."""
+    collects the statements that read it on some path before any assignment (upward-exposed uses:
+    the value from the previous pass)."""
 
     def __init__(self, name: str, reads: dict[int, set[str]]):
         self.name = name
         self.reads = reads
+        self.found: list[int] = []  # id() of the statements with an exposed read
 
-    def block(self, block, defined: bool) -> tuple[bool, bool, bool]:
-        """(defined after, a read exposed, falls through to the next statement)."""
+    def block(self, block, defined: bool) -> tuple[bool, bool]:
+        """(defined after, falls through to the next statement)."""
         for statement in getattr(block, "body", ()):
-            defined, exposed, falls = self.statement(statement, defined)
-            if exposed or not falls:
-                return defined, exposed, falls
-        return defined, False, True
+            defined, falls = self.statement(statement, defined)
+            if not falls:
+                return defined, falls
+        return defined, True
 
-    def statement(self, statement, defined: bool) -> tuple[bool, bool, bool]:
+    def statement(self, statement, defined: bool) -> tuple[bool, bool]:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if not defined and self._reads_name(small):
-                    return defined, True, True
+                    self.found.append(id(small))
                 defined = defined or self._assigns(small)
                 if isinstance(small, (cst.Break, cst.Continue, cst.Return, cst.Raise)):
-                    return defined, False, False
-            return defined, False, True
+                    return defined, False
+            return defined, True
         if not defined and self.name in self.reads.get(id(statement), ()):
-            return defined, True, True
+            self.found.append(id(statement))
         if isinstance(statement, cst.If):
-            after_body, exposed, body_falls = self.block(statement.body, defined)
-            if exposed:
-                return defined, True, True
+            after_body, body_falls = self.block(statement.body, defined)
             orelse = statement.orelse
             if orelse is None:
                 after_else, else_falls = defined, True
             else:
                 inner = cst.IndentedBlock(body=[orelse]) if isinstance(orelse, cst.If) else orelse.body
-                after_else, exposed, else_falls = self.block(inner, defined)
-                if exposed:
-                    return defined, True, True
+                after_else, else_falls = self.block(inner, defined)
             if not body_falls and not else_falls:
-                return defined, False, False
-            return (after_body or not body_falls) and (after_else or not else_falls), False, True
+                return defined, False
+            return (after_body or not body_falls) and (after_else or not else_falls), True
         if isinstance(statement, (cst.For, cst.While)):
             inner_defined = defined or (isinstance(statement, cst.For) and self.name in _bound_names(statement.target))
-            _, exposed, _ = self.block(statement.body, inner_defined)
-            if exposed:
-                return defined, True, True
+            self.block(statement.body, inner_defined)
             if statement.orelse is not None:
-                _, exposed, _ = self.block(statement.orelse.body, defined)
-            return defined, exposed, True
+                self.block(statement.orelse.body, defined)
+            return defined, True
         if isinstance(statement, (cst.With, cst.Try)):
             return self.block(statement.body, defined)
-        return defined, False, True
+        return defined, True
 
     def _reads_name(self, small) -> bool:
         if self.name in self.reads.get(id(small), ()):
