@@ -68,6 +68,13 @@ def test_a_kernel_writing_struct_fields_has_outputs():
     index = build_kernel_index(module, names, build_module_options(module, names))
     (kernel,) = [f for f in index.functions if f.name == "gather"]
     assert kernel_facts(kernel, index, names).value_reads == {"perm"}
+    integer_fields = source.replace("point: wp.array(dtype=float)", "point: wp.array(dtype=int)").replace(
+        "src: wp.array(dtype=float)", "src: wp.array(dtype=int)")
+    module = cst.parse_module(integer_fields)
+    names = WarpNames.from_triage(triage(integer_fields, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    (kernel,) = [f for f in index.functions if f.name == "gather"]
+    assert kernel_facts(kernel, index, names).value_reads == set()  # integer matches only
 
 
 def test_a_kernel_without_differentiable_outputs_needs_no_values():

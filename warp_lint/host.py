@@ -277,6 +277,8 @@ class Launch:
         kernel's model shows its values reach no differentiable output (read only in comparisons
         and indices, or the kernel writes no float array)."""
         kernel = self.kernel
+        if kernel is not None and ref in self.struct_refs:
+            return ref.param not in kernel.integer_fields
         return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
             ref.param in kernel.gradient_reads
 

@@ -40,6 +40,7 @@ class KernelFacts:
     runtime: dict  # what the runtime checker needs to run it (``FunctionModel.runtime_data``)
     value_reads: frozenset[str] = frozenset()  # array parameters whose read values its adjoint needs
     gradient_reads: frozenset[str] = frozenset()  # array parameters its adjoint passes a gradient back to
+    integer_fields: frozenset[str] = frozenset()  # "param.field" struct arrays of integer dtypes: no gradient
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -50,10 +51,37 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
-    value_reads, gradient_reads = _reads_that_matter(function, names, any(
-        kinds & {"write", "accumulate"} for kinds in structs.values()))
+    value_reads, gradient_reads = _reads_that_matter(function, names, _writes_struct_floats(function, index, structs))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
-                       function.runtime_data(), value_reads, gradient_reads)
+                       function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index))
+
+
+def _integer_fields(function: FunctionModel, index: KernelIndex) -> frozenset[str]:
+    found = set()
+    for param in function.params:
+        struct = index.structs.get(param.type.dtype) if param.type.kind == "struct" else None
+        if struct is not None:
+            found |= {f"{param.name}.{name}" for name, field in struct.fields.items()
+                      if field.is_array and not field.differentiable}
+    return frozenset(found)
+
+
+def _writes_struct_floats(function: FunctionModel, index: KernelIndex, structs: dict[str, frozenset[str]]) -> bool:
+    """Whether the kernel may store a float through a struct parameter: a written field of a float
+    dtype, or a struct parameter whose definition this file does not hold (so its fields are not
+    known)."""
+    for param in function.params:
+        if param.type.kind != "struct":
+            continue
+        struct = index.structs.get(param.type.dtype)
+        if struct is None:
+            return True
+        for field, kinds in structs.items():
+            owner, _, name = field.partition(".")
+            if owner == param.name and kinds & {"write", "accumulate"} and name in struct.fields and \
+                    struct.fields[name].differentiable:
+                return True
+    return False
 
 
 def _reads_that_matter(function: FunctionModel, names: WarpNames,
@@ -84,6 +112,8 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames,
         opaque = param in passed_whole or any(read.via for read in reads)
         if opaque or flow.needing_use_of_reads(param, {id(read.node) for read in reads}, indices=True) is not None:
             values.add(param)
+        if param in arrays and not arrays[param].type.differentiable:
+            continue  # an integer array: no gradient flows back into it
         if opaque or "@" + param in flow.useful:
             gradients.add(param)
     return frozenset(values), frozenset(gradients)
