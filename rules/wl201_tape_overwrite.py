@@ -215,6 +215,24 @@ class TapeOverwrite(Rule):
                     wp.launch(contact_force, self.n, inputs=[state_in.q], outputs=[state_in.f])
                     wp.launch(integrate, self.n, inputs=[state_in.q, state_in.f], outputs=[state_out.q])
             """),
+        # Code switched off with `if False:` never runs.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, z, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                    if False:
+                        wp.launch(square, 3, inputs=[z], outputs=[x])
+                    wp.launch(square, 3, inputs=[y], outputs=[loss])
+                tape.backward(loss)
+            """),
         # One buffer per step, picked by the step index the caller passes in.
         Example("""
             import warp as wp

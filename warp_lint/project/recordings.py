@@ -260,7 +260,9 @@ class Recorder:
 
     # -- operations -----------------------------------------------------------------------
     def _run(self, frame: Frame) -> None:
-        skipping = None  # the `if` whose arm is not taken while a tape records: it runs only without gradients
+        # The `if` whose arm is not followed: it never runs (`if False:`), or, while a tape records,
+        # runs only without gradients.
+        skipping = None
         for op in frame.function.ops:
             kind = op.__class__
             if skipping is not None:
@@ -268,7 +270,7 @@ class Recorder:
                     skipping = None
                 else:
                     continue
-            if kind is ArmOp and op.gradients is False and self.region_stack:
+            if kind is ArmOp and (op.dead or op.gradients is False and self.region_stack):
                 skipping = op.id
                 if op.arm == 0:
                     self.branch_stack.append((self._uid(frame, "if", op.id), 0))

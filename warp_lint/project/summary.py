@@ -161,6 +161,7 @@ class ArmOp:
     id: int
     arm: int
     gradients: bool | None = None
+    dead: bool = False  # never runs: the body of `if False:`, the `else` of `if True:`
 
 
 @dataclasses.dataclass
@@ -411,6 +412,8 @@ def _gradient_test(test: ast.AST) -> tuple[bool | None, bool]:
     not (False), or says nothing of it (None); and whether it says nothing else (so its `else`
     holds exactly where it does not). `state.requires_grad`, a local `requires_grad`, `not ...`,
     and `and` with one such operand are read."""
+    if isinstance(test, ast.Constant) and isinstance(test.value, (bool, int)):
+        return None, True
     if isinstance(test, ast.Attribute) and test.attr == "requires_grad" or \
             isinstance(test, ast.Name) and test.id == "requires_grad":
         return True, True
@@ -833,10 +836,12 @@ class _OpScanner:
             self.blocks += 1
             number = self.blocks
             gradients, exact = _gradient_test(statement.test)
-            self.ops.append(ArmOp(number, 0, gradients))
+            constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
+            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant))
             self.visit_block(statement.body)
             if statement.orelse:
-                self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None))
+                self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None,
+                                      dead=constant is not None and bool(constant)))
                 self.visit_block(statement.orelse)
             self.ops.append(EndIfOp(number))
         elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
