@@ -161,6 +161,19 @@ class DynamicLoopMutation(Rule):
                     acc += p * p
                 out[i] = acc
             """),
+        # `j` indexes `a`, but `a` is only compared: no gradient flows through what it picks.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def first_above(a: wp.array(dtype=float), tol: float, n: int, level: wp.array(dtype=int)):
+                i = wp.tid()
+                j = int(0)
+                while j < n:
+                    if wp.abs(a[j]) > tol:
+                        level[i] = j
+                    j += 1
+            """),
     ]
     INVALID = [
         Example("""

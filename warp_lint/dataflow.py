@@ -569,9 +569,9 @@ class Dataflow:
         """The uses inside ``loop`` of ``names`` (or of locals computed linearly from them) whose
         adjoint needs the value: a nonlinear one, a comparison deciding a branch (measured wrong on
         Warp 1.19: a running maximum `if x[j] > best: best = x[j]` in a `range(n)` loop sends the
-        gradient to the last element), or an index into an array that carries gradient (the replayed
-        access would touch another element: measured wrong for `s += x[j]; j += 1` in a `while`
-        loop)."""
+        gradient to the last element), or an index into an array whose values reach an output (the
+        replayed access would touch another element: measured wrong for `s += x[j]; j += 1` in a
+        `while` loop; an array only compared passes no gradient)."""
         exposed = set().union(*(self._exposed(name, loop) for name in names))
         carried = [u for u in self.uses if u.name in names and id(u.statement) in exposed and loop in u.loops]
         bound = set()
@@ -583,7 +583,7 @@ class Dataflow:
                 bound |= {t.value for t in targets if isinstance(t, cst.Name)} - names
         derived = self.linear_derivatives(bound) if bound else set()
         for use in carried:
-            if use.position in (NONLINEAR, BRANCH) or use.indexes is not None:
+            if use.position in (NONLINEAR, BRANCH) or (use.indexes is not None and "@" + use.indexes in self.useful):
                 yield use
         for use in self.uses:
             if loop in use.loops and use.name in derived and use.position in (NONLINEAR, BRANCH):
