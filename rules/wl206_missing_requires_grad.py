@@ -15,8 +15,8 @@ class MissingRequiresGrad(Rule):
     `wp.array(...)`, `wp.from_numpy`) without `requires_grad=True` (and not switched on later
     with `arr.requires_grad = True`) when the array is written by one recorded launch and read by a
     later one whose kernel passes a gradient back into it (not one that only compares it or indexes
-    with it, nor one writing only integers), and the writer reads an array that may carry gradient
-    into what it writes; when its `.grad` is read, or
+    with it, nor one writing only integers), and the writer, with its backward enabled, reads an
+    array that may carry gradient into what it writes; when its `.grad` is read, or
     when it is the loss passed to `tape.backward`. Integer arrays are never flagged.
     `zeros_like`, `empty_like`, `full_like`, `ones_like` and `clone` inherit the flag from their
     source and are not flagged. Also flags `arr.requires_grad = True` set after `arr` was stored in
@@ -224,7 +224,7 @@ class MissingRequiresGrad(Rule):
                         f" on the tape: without a `.grad` the chain is cut there, and everything upstream gets"
                         f" zero gradient, without a warning")
             written = [w for w in launch.writes() if w.key == key]
-            if written and not any(_integer(launch.param_dtype(w)) for w in written) and any(
+            if written and launch.differentiable and not any(_integer(launch.param_dtype(w)) for w in written) and any(
                     r.key not in no_grad for r in launch.reads()
                     if not _integer(launch.param_dtype(r)) and launch.passes_gradient(r)):
                 writer = event

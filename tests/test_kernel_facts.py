@@ -100,3 +100,20 @@ def gradient_reads(body: str, params: str) -> set[str]:
 def test_gradient_reads(body, passes):
     params = "y: wp.array(dtype=float), lower: wp.array(dtype=float), idx: wp.array(dtype=int), z: wp.array(dtype=float)"
     assert gradient_reads(body, params) == passes
+
+
+def test_a_kernel_without_backward_needs_nothing():
+    source = textwrap.dedent("""
+        import warp as wp
+
+        @wp.kernel(enable_backward=False)
+        def gather(perm: wp.array(dtype=int), src: wp.array(dtype=float), dst: wp.array(dtype=float)):
+            i = wp.tid()
+            dst[i] = src[perm[i]] * src[perm[i]]
+        """)
+    module = cst.parse_module(source)
+    names = WarpNames.from_triage(triage(source, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    facts = kernel_facts(index.functions[0], index, names)
+    assert facts.value_reads == set() and not facts.differentiable
+    assert facts.gradient_reads == {"src"}  # its outputs still depend on `src` (WL205 reports the launch)

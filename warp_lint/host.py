@@ -272,6 +272,11 @@ class Launch:
         return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
             ref.param in kernel.value_reads
 
+    @property
+    def differentiable(self) -> bool:
+        """False when the kernel's backward is disabled (an unknown kernel is taken to have one)."""
+        return self.kernel is None or self.kernel.differentiable
+
     def passes_gradient(self, ref: ArrayRef) -> bool:
         """Whether ``backward()`` of this launch passes a gradient back into ``ref``: True unless the
         kernel's model shows its values reach no differentiable output (read only in comparisons

@@ -41,6 +41,7 @@ class KernelFacts:
     value_reads: frozenset[str] = frozenset()  # array parameters whose read values its adjoint needs
     gradient_reads: frozenset[str] = frozenset()  # array parameters its adjoint passes a gradient back to
     integer_fields: frozenset[str] = frozenset()  # "param.field" struct arrays of integer dtypes: no gradient
+    differentiable: bool = True  # False: backward disabled (decorator, module options, wp.config)
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -53,7 +54,8 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
     value_reads, gradient_reads = _reads_that_matter(function, names, _writes_struct_floats(function, index, structs))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
-                       function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index))
+                       function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
+                       function.differentiable)
 
 
 def _integer_fields(function: FunctionModel, index: KernelIndex) -> frozenset[str]:
@@ -110,8 +112,9 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames,
             continue
         reads = function.reads(param)
         opaque = param in passed_whole or any(read.via for read in reads)
-        if opaque or flow.needing_use_of_reads(param, {id(read.node) for read in reads}, indices=True) is not None:
-            values.add(param)
+        if function.differentiable and (opaque or flow.needing_use_of_reads(
+                param, {id(read.node) for read in reads}, indices=True) is not None):
+            values.add(param)  # with backward disabled its adjoint never runs: it needs nothing
         if param in arrays and not arrays[param].type.differentiable:
             continue  # an integer array: no gradient flows back into it
         if opaque or "@" + param in flow.useful:
