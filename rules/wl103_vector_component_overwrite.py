@@ -46,6 +46,7 @@ class VectorComponentOverwrite(Rule):
     name = "vector-component-overwrite"
     affected_versions = ">=1.7"
     runtime_strategy = ("gradcheck",)
+    safe_form = "rebuild-component"
 
     VALID = [
         Example("""

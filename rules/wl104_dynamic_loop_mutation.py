@@ -40,6 +40,7 @@ class DynamicLoopMutation(Rule):
     code = "WL104"
     name = "dynamic-loop-mutation"
     runtime_strategy = ("gradcheck",)
+    safe_form = "static-enclosing-loops"
 
     VALID = [
         Example("""

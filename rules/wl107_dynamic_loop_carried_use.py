@@ -58,6 +58,7 @@ class DynamicLoopCarriedUse(Rule):
     code = "WL107"
     name = "dynamic-loop-carried-use"
     runtime_strategy = ("gradcheck",)
+    safe_form = "static-feeding-loops"
 
     VALID = [
         Example("""

@@ -41,6 +41,7 @@ class TernaryArraySelect(Rule):
     name = "ternary-array-select"
     affected_versions = ">=1.7,<1.17"
     runtime_strategy = ("gradcheck",)
+    safe_form = "select-branch"
 
     VALID = [
         Example("""

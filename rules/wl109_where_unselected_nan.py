@@ -47,6 +47,8 @@ class WhereUnselectedNan(Rule):
     code = "WL109"
     name = "where-unselected-nan"
     runtime_strategy = ("gradcheck",)
+    safe_form = "select-branch"
+    singular = "unselected-nonfinite"
 
     VALID = [
         Example("""

@@ -47,6 +47,8 @@ class SqrtAtZero(Rule):
     code = "WL110"
     name = "sqrt-at-zero"
     runtime_strategy = ("gradcheck",)
+    safe_form = "guarded-sqrt"
+    singular = "sqrt-zero"
 
     VALID = [
         Example("""

@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from warp_lint.finding import Finding, Position
+from warp_lint.registry import all_rules
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -38,6 +39,7 @@ def make_finding(
 ) -> Finding:
     """A finding as the static engine would emit it for the statement marked ``# flag: MARKER``."""
     line = flagged_line(path, marker or kernel)
+    rule = all_rules()[code]
     return Finding(
         code=code,
         name=code.lower(),
@@ -54,6 +56,9 @@ def make_finding(
             "writes": writes,
             "index_params": index_params or [],
             "flagged_lines": [line, line],
+            "safe_form": rule.safe_form,
+            "singular": rule.singular,
+            "value_dependent": rule.singular is not None,
         },
     )
 

@@ -100,6 +100,9 @@ def _request_for(finding: Finding, planned_id: str) -> dict[str, Any]:
         "index_params": data.get("index_params") or [],
         "flagged_lines": [int(flagged[0]), int(flagged[-1])],
         "strategies": [s for s in strategies_of(data) if s in STRATEGIES],
+        "safe_form": data.get("safe_form"),
+        "singular": data.get("singular"),
+        "value_dependent": bool(data.get("value_dependent")),
     }
 
 
