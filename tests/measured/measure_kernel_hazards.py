@@ -416,16 +416,18 @@ def _load(name: str, source: str, directory: str):
     return module
 
 
-def _array(wp, values, requires_grad=False):
+def _array(wp, values, device, requires_grad=False):
+    # Every allocation names the launch device: the default device is cuda:0 on a machine with a
+    # GPU, and a cuda array passed to a cpu launch crashes the process.
     values = np.asarray(values)
     if values.dtype.kind in "iu":
-        return wp.array(values.astype(np.int32), dtype=wp.int32)
+        return wp.array(values.astype(np.int32), dtype=wp.int32, device=device)
     values = values.astype(np.float32)
     dtype = wp.vec3 if values.ndim == 2 and values.shape[1] == 3 else wp.float32
-    return wp.array(values, dtype=dtype, requires_grad=requires_grad)
+    return wp.array(values, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
-def measure(name: str, case: dict, directory: str) -> dict:
+def measure(name: str, case: dict, directory: str, device: str = "cpu") -> dict:
     import warp as wp
 
     result = {"case": name, "warp": wp.__version__}
@@ -441,21 +443,21 @@ def measure(name: str, case: dict, directory: str) -> dict:
             args, arrays = [], {}
             for k, (kind, value) in enumerate(params):
                 if kind == "in":
-                    arrays[k] = _array(wp, values[k], requires_grad=tape is not None)
+                    arrays[k] = _array(wp, values[k], device, requires_grad=tape is not None)
                 elif kind == "out":
-                    arrays[k] = wp.zeros(value, dtype=wp.float32, requires_grad=tape is not None)
+                    arrays[k] = wp.zeros(value, dtype=wp.float32, requires_grad=tape is not None, device=device)
                 elif kind == "const":
-                    arrays[k] = _array(wp, value)
+                    arrays[k] = _array(wp, value, device)
                 if kind == "scalar":
                     args.append(value)
                 else:
                     args.append(arrays[k])
             if tape is None:
-                wp.launch(module.kernel, dim=case["dim"], inputs=args, device="cpu")
+                wp.launch(module.kernel, dim=case["dim"], inputs=args, device=device)
             else:
                 with tape:
-                    wp.launch(module.kernel, dim=case["dim"], inputs=args, device="cpu")
-            wp.synchronize()
+                    wp.launch(module.kernel, dim=case["dim"], inputs=args, device=device)
+            wp.synchronize_device(device)
             return arrays
 
         def loss(values) -> float:
@@ -464,7 +466,7 @@ def measure(name: str, case: dict, directory: str) -> dict:
 
         tape = wp.Tape()
         arrays = launch(inputs, tape)
-        tape.backward(grads={arrays[k]: wp.array(weights[k], dtype=wp.float32) for k in weights})
+        tape.backward(grads={arrays[k]: wp.array(weights[k], dtype=wp.float32, device=device) for k in weights})
         ad = {k: arrays[k].grad.numpy().copy().reshape(-1) for k in inputs}
         fd = {}
         h = 1e-3

@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from warp_devices import DEVICES
 
 from warp_lint import versions
 from warp_lint.registry import all_rules
@@ -67,10 +68,11 @@ def warp_version():
     return wp.config.version
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_installed_warp_matches_the_rules_version_claim(case, warp_version, tmp_path):
+def test_installed_warp_matches_the_rules_version_claim(case, device, warp_version, tmp_path):
     code, hazard = CASES[case]
-    result = harness.measure(case, harness.CASES[case], str(tmp_path))
+    result = harness.measure(case, harness.CASES[case], str(tmp_path), device=device)
     assert result["verdict"] != "error", result
     affected = versions.overlaps(all_rules()[code].affected_versions, f"=={warp_version}")
     if hazard and affected:

@@ -108,7 +108,14 @@ def main(argv: list[str]) -> int:
         current["id"] = finding["id"]
         results.write({"event": "start", "id": finding["id"]})
         try:
-            confirmation = session.confirm(finding)
+            if finding.get("replay_plan"):
+                from warp_lint.runtime.replay import replay
+
+                confirmation = replay(finding["replay_plan"], base_path=request["path"],
+                                      module_name=request["module_name"], device=device,
+                                      cache_dir=request["cache_dir"], seed=int(request.get("seed", 0)))
+            else:
+                confirmation = session.confirm(finding)
         except BaseException as error:  # noqa: BLE001 - a verdict, never a dead child, for Python errors
             confirmation = {
                 "status": "inconclusive",

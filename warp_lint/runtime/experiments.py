@@ -89,7 +89,17 @@ class Prepared:
     names: dict[str, str] = dataclasses.field(default_factory=dict)  # role -> piece name
     safe: rewrite.SafeForm | None = None
     safe_error: str | None = None
+    safe_piece: generated.Piece | None = None
+    safe_built: bool = False
     probed: str | None = None
+    slot: int = 0  # this finding's counters and probe in its kernel's instrumented copy
+    slots: int = 1
+    cover_probes: bool = False  # the instrumented copy takes probe and tap arrays
+    key: str = ""  # the target and precision: names the pieces
+    relative: int = 0
+    concrete: dict[str, Any] = dataclasses.field(default_factory=dict)
+    param_names: list[str] = dataclasses.field(default_factory=list)
+    signature: generated.FuncSignature | None = None
     instances: int = 1
     kernels: dict[str, Any] = dataclasses.field(default_factory=dict)  # role -> built kernel
     build_errors: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -142,22 +152,32 @@ class FileSession:
         # type objects of the wrappers' parameters (one numbering for the whole file).
         self.extra_globals: dict[str, Any] = {}
         self.type_names = generated.TypeNames()
+        # Pieces are shared between findings (by name); what each one is.
+        self._pieces: dict[str, generated.Piece | None] = {}
+        self._target_numbers: dict[int, int] = {}
 
     # -- preparing and building ----------------------------------------------------------------
     def _prepare_all(self) -> None:
+        """Locate every finding's target, then build, per kernel, its verbatim copy and one
+        instrumented copy serving all its flagged statements. Safe forms are built later, and
+        only for findings whose gradients disagree (:meth:`_ensure_safe`)."""
         prepared = {}
-        for index, finding in enumerate(self.request["findings"]):
+        for finding in self.request["findings"]:
+            if finding.get("replay_plan"):
+                continue  # host sequences are replayed (warp_lint.runtime.replay), not prepared here
             try:
-                prepared[finding["id"]] = self._prepare(finding, index, "float32")
+                prepared[finding["id"]] = self._prepare(finding, "float32")
             except Exception as error:  # noqa: BLE001 - a verdict for this finding, the others go on
                 prepared[finding["id"]] = Prepared(finding, early=_inconclusive(
                     Reason.CRASH, f"preparing the experiment raised {type(error).__name__}: {error}"[:2000]))
+        ready = [p for p in prepared.values() if p.early is None]
+        self._add_target_pieces(ready)
         self.report("compiling")
-        self._build([p for p in prepared.values() if p.early is None])
+        self._build(ready, ("orig", "cover"))
         self.report("compiled")
         self.prepared = prepared
 
-    def _prepare(self, finding: dict[str, Any], index: int, precision: str) -> Prepared:
+    def _prepare(self, finding: dict[str, Any], precision: str) -> Prepared:
         prepared = Prepared(finding, precision=precision)
         kind = finding.get("function_kind") or "kernel"
         line = int(finding["flagged_lines"][0])
@@ -185,92 +205,136 @@ class FileSession:
         declared = [dict(zip((a.label for a in o.adj.args), (a.type for a in o.adj.args)))
                     for _, o in sorted(getattr(target.obj, "overloads", {}).items())] if kind == "kernel" else []
         prepared.overload = concrete_types(params, facts, scalar, declared)
-        concrete = dict(params) | (prepared.overload or {})
-        suffix = f"{index}_{precision}"
-        relative = target.relative(line)
-        singular = finding.get("singular")
-        safe_kind = finding.get("safe_form")
-        param_names = [name for name, _ in params]
-
-        if kind == "kernel":
-            decorator = f"{rewrite.WARP_ALIAS}.kernel"
-            orig = generated.Piece(f"_wl_orig_{suffix}", [], overload=prepared.overload,
-                                   clone=(target.func, dict(target.obj.options)))
-            cover = self._cover_piece(prepared, f"_wl_cover_{suffix}", relative, decorator, singular, None)
-            pieces = [orig, cover]
-            if safe_kind:
-                try:
-                    safe = rewrite.safe_form(safe_kind, target.source, relative, f"_wl_safe_{suffix}", decorator,
-                                             param_names)
-                    overload = None
-                    if prepared.overload is not None:
-                        overload = dict(prepared.overload)
-                        overload.update({new: concrete[old] for new, old in safe.added_params.items()})
-                    pieces.append(generated.Piece(f"_wl_safe_{suffix}", [safe.source], overload=overload))
-                    prepared.safe = safe
-                except rewrite.RewriteError as error:
-                    prepared.safe_error = str(error)
-        else:
-            pieces = self._func_pieces(prepared, suffix, relative, concrete, singular, safe_kind, param_names)
-        prepared.pieces = pieces
-        prepared.names = dict(zip(("orig", "cover", "safe"), (piece.name for piece in pieces)))
+        prepared.concrete = dict(params) | (prepared.overload or {})
+        prepared.param_names = [name for name, _ in params]
+        prepared.relative = target.relative(line)
+        number = self._target_numbers.setdefault(id(target.obj), len(self._target_numbers))
+        prepared.key = f"t{number}_{precision}"
+        if kind == "func":
+            self._signature(prepared)
+        self._prepare_safe(prepared)
         return prepared
 
-    def _cover_piece(self, prepared: Prepared, name: str, relative: int, decorator: str, singular: str | None,
-                     overload_extra: dict | None) -> generated.Piece:
-        source = prepared.target.source
-        full = rewrite.instrument(source, relative, name, decorator, singular=singular, probe=True)
-        basic = rewrite.instrument(source, relative, name, decorator, singular=singular, probe=False)
-        prepared.probed = full.probed
-        fallback = generated.Piece(name, [basic.source], overload=prepared.overload)
-        return generated.Piece(name, [full.source], overload=prepared.overload,
-                               fallback=fallback if full.probed else None)
-
-    def _func_pieces(self, prepared: Prepared, suffix: str, relative: int, concrete: dict[str, Any],
-                     singular: str | None, safe_kind: str | None, param_names: list[str]) -> list[generated.Piece]:
+    def _signature(self, prepared: Prepared) -> None:
+        """The wrapper kernel's view of a @wp.func: its concrete parameter and return types."""
         target = prepared.target
         function = target.obj
         if prepared.overload:
             try:
-                function = target.obj.get_overload(tuple(concrete[n] for n in param_names), {}) or target.obj
+                function = target.obj.get_overload(tuple(prepared.concrete[n] for n in prepared.param_names), {}) \
+                    or target.obj
             except Exception:  # noqa: BLE001 - fall back to the declared signature
                 function = target.obj
         signature = generated.func_signature(function)
-        signature = generated.FuncSignature([(n, concrete.get(n, t)) for n, t in signature.params], signature.returns)
-        index_params = list(prepared.finding.get("index_params") or ())
-        types = self.type_names
-        alias = f"_wl_target_{suffix}"
-        self.extra_globals[alias] = target.obj
-        func_decorator = f"{rewrite.WARP_ALIAS}.func"
-        hits = ("_wl_hits", wp.array(dtype=wp.int32))
-        probe = [("_wl_probe", wp.array(dtype=wp.float32)), ("_wl_tap", wp.array(dtype=wp.float32))]
-        orig = generated.Piece(f"_wl_orig_{suffix}", [generated.func_wrapper(alias, signature, index_params,
-                                                                              f"_wl_orig_{suffix}", types)])
-        full = rewrite.instrument(target.source, relative, f"_wl_coverf_{suffix}", func_decorator, singular=singular)
-        basic = rewrite.instrument(target.source, relative, f"_wl_coverf_{suffix}", func_decorator, singular=singular,
-                                   probe=False)
-        prepared.probed = full.probed
-        basic_piece = generated.Piece(f"_wl_cover_{suffix}", [basic.source, generated.func_wrapper(
-            f"_wl_coverf_{suffix}", signature, index_params, f"_wl_cover_{suffix}", types, extra=[hits])])
-        cover = generated.Piece(f"_wl_cover_{suffix}", [full.source, generated.func_wrapper(
-            f"_wl_coverf_{suffix}", signature, index_params, f"_wl_cover_{suffix}", types,
-            extra=[hits, *probe] if full.probed else [hits])], fallback=basic_piece if full.probed else None)
-        pieces = [orig, cover]
-        if safe_kind:
-            try:
-                safe = rewrite.safe_form(safe_kind, target.source, relative, f"_wl_safef_{suffix}", func_decorator,
-                                         param_names)
-                extra = [(new, concrete[old]) for new, old in safe.added_params.items()]
-                pieces.append(generated.Piece(f"_wl_safe_{suffix}", [safe.source, generated.func_wrapper(
-                    f"_wl_safef_{suffix}", signature, index_params, f"_wl_safe_{suffix}", types, extra=extra)]))
-                prepared.safe = safe
-            except rewrite.RewriteError as error:
-                prepared.safe_error = str(error)
-        return pieces
+        prepared.signature = generated.FuncSignature(
+            [(n, prepared.concrete.get(n, t)) for n, t in signature.params], signature.returns)
+        self.extra_globals[f"_wl_target_{prepared.key}"] = target.obj
 
-    def _build(self, prepared: list[Prepared]) -> None:
-        """One generated module per namespace (a factory's closure sees other names than its
-        module): usually one for the whole file."""
+    def _wrapper(self, prepared: Prepared, callee: str, name: str, extra: list[tuple[str, Any]] = ()) -> str:
+        return generated.func_wrapper(callee, prepared.signature, list(prepared.finding.get("index_params") or ()),
+                                      name, self.type_names, extra=extra)
+
+    def _add_target_pieces(self, items: list[Prepared]) -> None:
+        """Per target: the verbatim copy (the user's own function registered anew; for a @wp.func,
+        a wrapper kernel calling it) and one instrumented copy with a slot per flagged statement."""
+        by_target: dict[str, list[Prepared]] = {}
+        for item in items:
+            by_target.setdefault(item.key, []).append(item)
+        for key, group in by_target.items():
+            first = group[0]
+            target = first.target
+            is_kernel = target.kind == "kernel"
+            orig = f"_wl_orig_{key}"
+            if orig not in self._pieces:
+                if is_kernel:
+                    piece = generated.Piece(orig, [], overload=first.overload,
+                                            clone=(target.func, dict(target.obj.options)))
+                else:
+                    piece = generated.Piece(orig, [self._wrapper(first, f"_wl_target_{key}", orig)])
+                self._pieces[orig] = piece
+                first.pieces.append(piece)
+            cover = f"_wl_cover_{key}"
+            flagged = sorted({(item.relative, item.finding.get("singular")) for item in group},
+                             key=lambda f: (f[0], f[1] or ""))
+            copy_name = cover if is_kernel else f"_wl_coverf_{key}"
+            decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
+            try:
+                full = rewrite.instrument(target.source, flagged, copy_name, decorator)
+                basic = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=False)
+            except rewrite.RewriteError as error:
+                for item in group:
+                    item.build_errors["cover"] = str(error)
+                    item.names["orig"] = orig
+                continue
+            hits = [(rewrite.HITS_PARAM, wp.array(dtype=wp.int32))]
+            probes = [(rewrite.PROBE_PARAM, wp.array(dtype=wp.float32)), (rewrite.TAP_PARAM, wp.array(dtype=wp.float32))]
+            if is_kernel:
+                main = generated.Piece(cover, [full.source], overload=first.overload)
+                fallback = generated.Piece(cover, [basic.source], overload=first.overload)
+            else:
+                main = generated.Piece(cover, [full.source, self._wrapper(
+                    first, copy_name, cover, hits + (probes if full.has_probe else []))])
+                fallback = generated.Piece(cover, [basic.source, self._wrapper(first, copy_name, cover, hits)])
+            if full.has_probe:
+                main.fallback = fallback
+            self._pieces[cover] = main
+            first.pieces.append(main)
+            for item in group:
+                item.names.update(orig=orig, cover=cover)
+                item.slot = full.slots[item.relative]
+                item.slots = len(set(full.slots.values()))
+                item.probed = full.probed.get(item.slot)
+                item.cover_probes = full.has_probe
+
+    def _prepare_safe(self, prepared: Prepared) -> None:
+        """The finding's safe form, rewritten now (cheap) and built only if it is needed."""
+        safe_kind = prepared.finding.get("safe_form")
+        if not safe_kind:
+            return
+        target = prepared.target
+        is_kernel = target.kind == "kernel"
+        name = f"_wl_safe_{prepared.key}_l{prepared.relative}_{safe_kind.replace('-', '_')}"
+        copy_name = name if is_kernel else name.replace("_wl_safe_", "_wl_safef_")
+        decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
+        try:
+            form = rewrite.safe_form(safe_kind, target.source, prepared.relative, copy_name, decorator,
+                                     prepared.param_names)
+        except rewrite.RewriteError as error:
+            prepared.safe_error = str(error)
+            return
+        prepared.safe = form
+        if is_kernel:
+            overload = None
+            if prepared.overload is not None:
+                overload = dict(prepared.overload)
+                overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
+            prepared.safe_piece = generated.Piece(name, [form.source], overload=overload)
+        else:
+            extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
+            prepared.safe_piece = generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)])
+        prepared.names["safe"] = name
+
+    def _ensure_safe(self, prepared: Prepared) -> None:
+        """Build the safe form of this finding, with those of the other findings of its kernel
+        (a disagreement in one of them usually means a disagreement in the others)."""
+        if "safe" in prepared.kernels or prepared.safe_piece is None or prepared.safe_built:
+            return
+        siblings = [p for p in (self.prepared or {}).values()
+                    if p.key == prepared.key and p.safe_piece is not None and not p.safe_built and p is not prepared]
+        siblings.insert(0, prepared)
+        for item in siblings:
+            item.pieces = []
+        # Findings on one statement with one safe form share a piece.
+        siblings[0].pieces = list({item.safe_piece.name: item.safe_piece for item in siblings}.values())
+        self.report("compiling")
+        self._build(siblings, ("safe",))
+        self.report("compiled")
+        for item in siblings:
+            item.safe_built = True
+
+    def _build(self, prepared: list[Prepared], roles: tuple[str, ...]) -> None:
+        """Build the pieces the items hold: one generated module per namespace (a factory's closure
+        sees other names than its module), usually one for the whole file."""
         groups: dict[tuple, list[Prepared]] = {}
         for item in prepared:
             func = item.target.func
@@ -279,23 +343,32 @@ class FileSession:
             options = tuple(sorted(locate.module_options(item.target).items()))
             groups.setdefault((id(func.__globals__), closure, options), []).append(item)
         extra = self.extra_globals | self.type_names.names
-        for number, items in enumerate(groups.values()):
+        for items in groups.values():
+            pieces = [p for item in items for p in item.pieces]
+            for item in items:
+                item.pieces = []
+            if not pieces:
+                continue
             started = time.perf_counter()
             target = items[0].target
-            prefix = generated.stable_name("warp_lint_generated", self.request["module_name"], str(number))
-            built = generated.build_pieces(prefix, [p for item in items for p in item.pieces], target.namespace(),
-                                           extra, self.directory, locate.module_options(target), self.device)
+            prefix = generated.stable_name("warp_lint_generated", self.request["module_name"],
+                                           *sorted(p.name for p in pieces))
+            built = generated.build_pieces(prefix, pieces, target.namespace(), extra, self.directory,
+                                           locate.module_options(target), self.device)
             seconds = time.perf_counter() - started
             for item in items:
-                item.compile_s = seconds
-                for role, name in item.names.items():
+                item.compile_s += seconds
+                for role in roles:
+                    name = item.names.get(role)
+                    if name is None:
+                        continue
                     if name in built.kernels:
                         item.kernels[role] = built.kernels[name]
-                    if name in built.errors:
+                    elif name in built.errors:
                         item.build_errors[role] = built.errors[name]
                     if name in built.substituted:
                         item.substituted.add(role)
-                if "orig" not in item.kernels:
+                if "orig" in roles and "orig" not in item.kernels:
                     item.early = _inconclusive(Reason.COMPILE_ERROR, item.build_errors.get("orig", "did not build"))
 
     # -- one finding -------------------------------------------------------------------------
@@ -326,11 +399,11 @@ class FileSession:
         return verdict
 
     def _retry_in_float64(self, prepared: Prepared, first: dict[str, Any]) -> dict[str, Any]:
-        index = self.request["findings"].index(prepared.finding)
-        again = self._prepare(prepared.finding, index, "float64")
+        again = self._prepare(prepared.finding, "float64")
         if again.early is None:
+            self._add_target_pieces([again])
             self.report("compiling")
-            self._build([again])
+            self._build([again], ("orig", "cover"))
             self.report("compiled")
         if again.early is not None:
             return first
@@ -368,15 +441,19 @@ class FileSession:
                           overrides: dict[str, np.ndarray] | None = None) -> tuple[list[int], float | None]:
         """Launch the instrumented copy on the draw's arrays (restored first): (counters, tap)."""
         draw.launch.restore(overrides)
-        hits = wp.zeros(3, dtype=wp.int32, device=self.device)
+        hits = wp.zeros(2 * prepared.slots, dtype=wp.int32, device=self.device)
         extra = [hits]
         tap = None
-        if _has_probe(prepared):
-            tap = wp.zeros(1, dtype=wp.float32, device=self.device)
-            extra += [wp.array([probe], dtype=wp.float32, device=self.device), tap]
+        if prepared.cover_probes and "cover" not in prepared.substituted:
+            probes = np.zeros(prepared.slots, dtype=np.float32)
+            probes[prepared.slot] = probe
+            tap = wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)
+            extra += [wp.array(probes, dtype=wp.float32, device=self.device), tap]
         wp.launch(prepared.kernels["cover"], dim=plan.dim, inputs=[*draw.launch.args, *extra], device=self.device)
         wp.synchronize_device(self.device)
-        return [int(v) for v in hits.numpy()[:2]], (None if tap is None else float(tap.numpy()[0]))
+        counters = hits.numpy()
+        mine = [int(counters[2 * prepared.slot + rewrite.HITS_RAN]), int(counters[2 * prepared.slot + rewrite.HITS_SINGULAR])]
+        return mine, (None if tap is None else float(tap.numpy()[prepared.slot]))
 
     def _count_hits(self, prepared: Prepared, plan: LaunchPlan, draw: Draw) -> list[int] | None:
         if "cover" not in prepared.kernels:
@@ -499,6 +576,7 @@ class FileSession:
             why = prepared.safe_error or f"{code} has no safe form to rewrite the statement into"
             return _inconclusive(Reason.NO_COUNTERFACTUAL, f"{detail}; but the disagreement cannot be attributed to the "
                                  f"flagged statement: {why}", **evidence)
+        self._ensure_safe(prepared)
         safe_kernel = prepared.kernels.get("safe")
         if safe_kernel is None:
             return _inconclusive(Reason.NO_COUNTERFACTUAL, f"{detail}; but the safe form ({prepared.safe.description}) "
@@ -683,7 +761,8 @@ class FileSession:
 
 
 def _has_probe(prepared: Prepared) -> bool:
-    return bool(prepared.probed) and "cover" in prepared.kernels and "cover" not in prepared.substituted
+    return (bool(prepared.probed) and prepared.cover_probes and "cover" in prepared.kernels
+            and "cover" not in prepared.substituted)
 
 
 def _cell_filled(cell: Any) -> bool:

@@ -63,7 +63,8 @@ def coverage_copy(func: Any, flagged_line: int, new_name: str, *, is_kernel: boo
     source, first_line = function_source(func)
     decorator = f"{WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
     try:
-        return rewrite.instrument(source, flagged_line - first_line + 1, new_name, decorator, probe=False).source
+        return rewrite.instrument(source, [(flagged_line - first_line + 1, None)], new_name, decorator,
+                                  probe=False).source
     except rewrite.RewriteError as error:
         raise InstrumentationError(str(error)) from None
 

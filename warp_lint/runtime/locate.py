@@ -1,8 +1,7 @@
 """Load the user's file as Python does and find the flagged kernel or ``@wp.func`` in it (child side).
 
-* **Import.** A module of a package (its folder and the folders above it hold ``__init__.py``) is
-  imported by its dotted name with the project root first on ``sys.path``, so relative imports
-  work and the module is the same object the rest of the package sees. A script (no package) is
+* **Import.** A module of a package (a folder above it holds ``__init__.py``) is imported by its
+  dotted name with the project root first on ``sys.path``, so relative imports work and the module is the same object the rest of the package sees. A script (no package) is
   imported by path under a unique name, never ``__main__`` (its ``if __name__ == "__main__"``
   block stays off). If the dotted import yields another file (a different installed package of
   the same name), the file is imported by path instead.
@@ -35,22 +34,30 @@ def _context() -> Any:
 
 
 def package_name(path: str) -> tuple[str, str] | None:
-    """(dotted module name, project root) for a file inside a package, None for a script."""
+    """(dotted module name, project root) for a file inside a package, None for a script.
+
+    The package is the highest folder above the file that holds an ``__init__.py``; folders
+    between it and the file may lack one (namespace portions, like ``newton/_src``)."""
     path = os.path.abspath(path)
     directory = os.path.dirname(path)
-    if not os.path.exists(os.path.join(directory, "__init__.py")):
-        return None
-    stem = os.path.splitext(os.path.basename(path))[0]
-    parts = [] if stem == "__init__" else [stem]
-    while os.path.exists(os.path.join(directory, "__init__.py")):
-        parts.insert(0, os.path.basename(directory))
-        parent = os.path.dirname(directory)
-        if parent == directory:
+    top = None
+    folder = directory
+    while True:
+        if os.path.exists(os.path.join(folder, "__init__.py")):
+            top = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
             break
-        directory = parent
-    if not all(part.isidentifier() for part in parts):
+        folder = parent
+    if top is None:
         return None
-    return ".".join(parts), directory
+    root = os.path.dirname(top)
+    parts = os.path.relpath(os.path.splitext(path)[0], root).split(os.sep)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    if not parts or not all(part.isidentifier() for part in parts):
+        return None
+    return ".".join(parts), root
 
 
 def _same_file(a: str | None, b: str) -> bool:

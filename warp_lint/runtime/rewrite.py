@@ -24,9 +24,9 @@ import dataclasses
 from collections.abc import Iterator
 
 WARP_ALIAS = "_wl_wp"
-HITS_PARAM = "_wl_hits"  # int32[3]: [0] flagged statement ran, [1] singular point reached
-PROBE_PARAM = "_wl_probe"  # float32[1], zero: the flagged value is scaled by (1 + probe)
-TAP_PARAM = "_wl_tap"  # float32[1]: the flagged value, summed over executions
+HITS_PARAM = "_wl_hits"  # int32[2 per slot]: flagged statement ran, singular point reached
+PROBE_PARAM = "_wl_probe"  # float32[1 per slot], zero: the flagged value is scaled by (1 + probe)
+TAP_PARAM = "_wl_tap"  # float32[1 per slot]: the flagged value, summed over executions
 SHADOW_PARAM = "_wl_shadow"  # where a redirected in-place write goes in the safe form
 HITS_RAN, HITS_SINGULAR = 0, 1
 
@@ -157,28 +157,29 @@ def _is_constant(node: ast.expr) -> bool:
     return False
 
 
-def _through(value: ast.expr) -> ast.Call:
-    probe = ast.Subscript(value=ast.Name(PROBE_PARAM, ast.Load()), slice=ast.Constant(0), ctx=ast.Load())
-    return _call("_wl_through", value, probe, ast.Name(TAP_PARAM, ast.Load()))
+def _through(value: ast.expr, slot: int) -> ast.Call:
+    probe = ast.Subscript(value=ast.Name(PROBE_PARAM, ast.Load()), slice=ast.Constant(slot), ctx=ast.Load())
+    return _call("_wl_through", value, probe, ast.Name(TAP_PARAM, ast.Load()), ast.Constant(slot))
 
 
-def _probe_statement(statement: ast.stmt) -> tuple[list[ast.stmt], str] | None:
-    """Rewrite ``statement`` so its value passes through the probe: (statements, what is probed)."""
+def _probe_statement(statement: ast.stmt, slot: int) -> tuple[list[ast.stmt], str] | None:
+    """Rewrite ``statement`` so its value passes through probe ``slot``: (statements, what is probed)."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
         if not _is_constant(statement.value):
-            return [ast.Assign(targets=[target], value=_through(statement.value))], "the assigned value"
+            return [ast.Assign(targets=[target], value=_through(statement.value, slot))], "the assigned value"
         local = _component_base(target)
         if local is not None:
             # `v.y = 0.0`: what flows on is the rest of `v`; probe the local before the write.
-            before = ast.Assign(targets=[ast.Name(local, ast.Store())], value=_through(ast.Name(local, ast.Load())))
+            before = ast.Assign(targets=[ast.Name(local, ast.Store())],
+                                value=_through(ast.Name(local, ast.Load()), slot))
             return [before, statement], f"`{local}` before the component write"
         return None
     if isinstance(statement, ast.AugAssign) and not _is_constant(statement.value):
-        return [ast.AugAssign(target=statement.target, op=statement.op, value=_through(statement.value))], \
+        return [ast.AugAssign(target=statement.target, op=statement.op, value=_through(statement.value, slot))], \
             "the operand of the augmented assignment"
     if isinstance(statement, ast.Return) and statement.value is not None and not isinstance(statement.value, ast.Tuple):
-        return [ast.Return(value=_through(statement.value))], "the returned value"
+        return [ast.Return(value=_through(statement.value, slot))], "the returned value"
     return None
 
 
@@ -194,41 +195,76 @@ def _component_base(target: ast.expr) -> str | None:
 @dataclasses.dataclass
 class Instrumented:
     source: str
-    probed: str | None  # what the probe scales, None without a probe
-    singular_checks: int  # how many singular-point counters were inserted
+    slots: dict[int, int]  # flagged line (relative) -> its slot: counters 2*slot (ran), 2*slot+1 (singular)
+    probed: dict[int, str | None]  # slot -> what its probe scales (None: no probe)
+
+    @property
+    def has_probe(self) -> bool:
+        return any(self.probed.values())
 
 
-def instrument(source: str, line: int, new_name: str, decorator: str, *, singular: str | None = None,
+def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str, decorator: str, *,
                probe: bool = True) -> Instrumented:
-    """The function renamed, counting executions of the statement on ``line`` (relative) in
-    ``_wl_hits[0]``, singular points reached in ``_wl_hits[1]`` and, with ``probe``, scaling the
-    statement's value by ``1 + _wl_probe[0]`` (and summing it into ``_wl_tap[0]``)."""
+    """The function renamed, with a counter slot per flagged statement (``flagged``: relative line,
+    singular kind): ``_wl_hits[2*slot]`` counts its executions, ``_wl_hits[2*slot + 1]`` the singular
+    points reached and, with ``probe``, its value is scaled by ``1 + _wl_probe[slot]`` (and summed
+    into ``_wl_tap[slot]``). One copy serves every finding of a kernel."""
     definition = parse_function(source)
-    found = find_statement(definition.body, line)
-    if found is None:
-        raise RewriteError(f"no statement on line {line} of {definition.name}")
-    block, index = found
-    statement = block[index]
-    inserted: list[ast.stmt] = [ast.Expr(_call(_warp("atomic_add"), ast.Name(HITS_PARAM, ast.Load()),
-                                               ast.Constant(HITS_RAN), ast.Constant(1)))]
-    checks = singular_operands(statement, singular) if singular else []
-    for check in checks:
-        inserted.append(ast.Expr(_call(_warp("atomic_add"), ast.Name(HITS_PARAM, ast.Load()),
-                                       ast.Constant(HITS_SINGULAR), check)))
-    replacement: list[ast.stmt] = [statement]
-    probed = None
-    if probe:
-        rewritten = _probe_statement(statement)
-        if rewritten is not None:
-            replacement, probed = rewritten
-    block[index:index + 1] = inserted + replacement
+    located: list[tuple[ast.stmt, str | None]] = []
+    slots: dict[int, int] = {}
+    for line, singular in flagged:
+        found = find_statement(definition.body, line)
+        if found is None:
+            raise RewriteError(f"no statement on line {line} of {definition.name}")
+        statement = found[0][found[1]]
+        known = next((k for k, (s, _) in enumerate(located) if s is statement), None)
+        if known is None:
+            known = len(located)
+            located.append((statement, singular))
+        elif singular and not located[known][1]:
+            located[known] = (statement, singular)
+        slots[line] = known
+    probed: dict[int, str | None] = {}
+    for slot, (statement, singular) in enumerate(located):
+        block = _block_of(definition, statement)
+        index = next(i for i, s in enumerate(block) if s is statement)
+        hits = ast.Name(HITS_PARAM, ast.Load())
+        inserted: list[ast.stmt] = [ast.Expr(_call(_warp("atomic_add"), hits, ast.Constant(2 * slot + HITS_RAN),
+                                                   ast.Constant(1)))]
+        for check in singular_operands(statement, singular) if singular else []:
+            inserted.append(ast.Expr(_call(_warp("atomic_add"), copy.deepcopy(hits),
+                                           ast.Constant(2 * slot + HITS_SINGULAR), check)))
+        replacement: list[ast.stmt] = [statement]
+        probed[slot] = None
+        if probe:
+            rewritten = _probe_statement(statement, slot)
+            if rewritten is not None:
+                replacement, probed[slot] = rewritten
+        block[index:index + 1] = inserted + replacement
     definition.name = new_name
     definition.decorator_list = [ast.parse(decorator, mode="eval").body]
     definition.args.args.append(_array_param(HITS_PARAM, "int32"))
-    if probed is not None:
+    if any(probed.values()):
         definition.args.args.append(_array_param(PROBE_PARAM, "float32"))
         definition.args.args.append(_array_param(TAP_PARAM, "float32"))
-    return Instrumented(ast.unparse(ast.fix_missing_locations(definition)), probed, len(checks))
+    return Instrumented(ast.unparse(ast.fix_missing_locations(definition)), slots, probed)
+
+
+def _block_of(definition: ast.FunctionDef, statement: ast.stmt) -> list[ast.stmt]:
+    def visit(block: list[ast.stmt]) -> list[ast.stmt] | None:
+        for candidate in block:
+            if candidate is statement:
+                return block
+            for inner in _statement_lists(candidate):
+                found = visit(inner)
+                if found is not None:
+                    return found
+        return None
+
+    found = visit(definition.body)
+    if found is None:
+        raise RewriteError("statement not found")
+    return found
 
 
 def rename(source: str, new_name: str, decorator: str) -> str:
@@ -251,10 +287,21 @@ class SafeForm:
     preserves_forward: bool  # the rewrite computes the same values: forwards must match
 
 
-def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, params: list[str]) -> SafeForm:
+@dataclasses.dataclass
+class Context:
+    """What a rewrite may need to know about the function beyond its source."""
+
+    params: list[str]  # parameter names
+    constants: dict[str, object] = dataclasses.field(default_factory=dict)  # names the function sees
+    max_unroll: int = 16  # the module's unroll limit: constant loops up to it are static already
+
+
+def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, params: list[str],
+              constants: dict[str, object] | None = None, max_unroll: int = 16) -> SafeForm:
     """Apply the safe form ``kind`` to the statement on ``line`` (relative to ``source``).
 
-    ``params`` are the function's parameter names (arrays among them). Raises :class:`NoSafeForm`
+    ``params`` are the function's parameter names (arrays among them); ``constants`` the names it
+    sees (module globals, closure), used to tell constant loop bounds. Raises :class:`NoSafeForm`
     when the statement has a shape the safe form does not cover.
     """
     rewriter = SAFE_FORMS.get(kind)
@@ -265,14 +312,14 @@ def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, 
     if found is None:
         raise RewriteError(f"no statement on line {line} of {definition.name}")
     block, index = found
-    result = rewriter(definition, block, index, params)
+    result = rewriter(definition, block, index, Context(params, constants or {}, max_unroll))
     definition.name = new_name
     definition.decorator_list = [ast.parse(decorator, mode="eval").body]
     result.source = ast.unparse(ast.fix_missing_locations(definition))
     return result
 
 
-def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: int, params: list[str]) -> SafeForm:
+def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL102: the in-place store writes to a separate array instead (`a[i] = a[i] * a[i]` ->
     `_wl_shadow[i] = a[i] * a[i]`), so no later replay reads overwritten memory."""
     statement = block[index]
@@ -283,7 +330,8 @@ def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: i
         value = ast.BinOp(left=_as_load(target), op=statement.op, right=statement.value)
     else:
         raise NoSafeForm("the flagged write is not a plain store into an array element (a helper call?)")
-    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name) and target.value.id in params):
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            and target.value.id in context.params):
         raise NoSafeForm("the flagged write is not a store into an element of an array parameter")
     array = target.value.id
     shadow = ast.Subscript(value=ast.Name(SHADOW_PARAM, ast.Load()), slice=copy.deepcopy(target.slice), ctx=ast.Store())
@@ -302,7 +350,7 @@ def _as_load(node: ast.expr) -> ast.expr:
     return loaded
 
 
-def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index: int, params: list[str]) -> SafeForm:
+def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL103: the component write on a local becomes a new value (`v.y = c` ->
     `_wl_e = v - v; _wl_e.y = c - v.y; v = v + _wl_e`), whose adjoint cuts the old component."""
     statement = block[index]
@@ -314,7 +362,7 @@ def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index
     else:
         raise NoSafeForm("the flagged statement is not a component assignment")
     local = _component_base(target)
-    if local is None or local in params:
+    if local is None or local in context.params:
         raise NoSafeForm("the flagged statement does not assign a component of a local")
     if isinstance(target, ast.Attribute) and target.attr not in _VECTOR_ATTRIBUTES:
         raise NoSafeForm(f"`.{target.attr}` is not a vector component")
@@ -353,6 +401,41 @@ def _names_assigned(node: ast.AST) -> set[str]:
 
 def _range_loop(loop: ast.stmt) -> bool:
     return isinstance(loop, ast.For) and _callee(loop.iter) == "range" and isinstance(loop.target, ast.Name)
+
+
+def _constant(node: ast.expr, context: Context) -> int | None:
+    """The integer value of a loop bound known before the kernel runs: a literal, a module
+    constant, ``wp.static(...)`` of one, or arithmetic on those."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        value = context.constants.get(node.id)
+        value = getattr(value, "val", value)  # wp.constant(...) wraps the value in some releases
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _constant(node.operand, context)
+        return None if inner is None else -inner
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = _constant(node.left, context), _constant(node.right, context)
+        if left is None or right is None:
+            return None
+        return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[type(node.op)]
+    if isinstance(node, ast.Call) and _callee(node) == "static" and len(node.args) == 1:
+        return _constant(node.args[0], context)
+    return None
+
+
+def _dynamic(loop: ast.stmt, context: Context) -> bool:
+    """Whether Warp generates a dynamic loop (whose adjoint replays final values) for ``loop``."""
+    if not _range_loop(loop):
+        return True  # while loops, iteration over arrays
+    if any(isinstance(n, ast.Break) for n in ast.walk(loop)):
+        return True
+    bounds = [_constant(a, context) for a in loop.iter.args]
+    if any(b is None for b in bounds) or (len(bounds) == 3 and bounds[2] == 0):
+        return True
+    forced = any(_callee(a) == "static" for a in loop.iter.args)
+    return not forced and len(range(*bounds)) > context.max_unroll
 
 
 def _unroll(loop: ast.For, serial: int) -> list[ast.stmt]:
@@ -426,14 +509,14 @@ def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str) ->
                     {}, {}, preserves_forward=True)
 
 
-def _static_enclosing_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, params: list[str]) -> SafeForm:
+def _static_enclosing_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL104: the dynamic loops around the flagged statement become static loops, whose adjoint
     replays every iteration with its own values."""
     loops = [s for s in enclosing(definition, block[index]) if isinstance(s, (ast.For, ast.While))]
-    return _unroll_all(definition, loops, "around the flagged statement")
+    return _unroll_all(definition, [l for l in loops if _dynamic(l, context)], "around the flagged statement")
 
 
-def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, params: list[str]) -> SafeForm:
+def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL107: the dynamic loops before the flagged use that update what it reads (directly or
     through locals computed from them) become static loops."""
     statement = block[index]
@@ -453,6 +536,7 @@ def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], in
         elif isinstance(earlier, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and _names_assigned(earlier) & needed:
             needed |= _names_read(earlier)
     # A loop nested in another selected loop is unrolled with it.
+    loops = [l for l in loops if _dynamic(l, context)]
     outermost = [l for l in loops if not any(o is not l and any(n is l for n in ast.walk(o)) for o in loops)]
     inner = [l for l in loops if l not in outermost]
     return _unroll_all(definition, outermost + inner, "that feed the flagged use")
@@ -465,7 +549,7 @@ def _flatten(block: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _flatten(inner)
 
 
-def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: int, params: list[str]) -> SafeForm:
+def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL109 / WL108: each `wp.where(c, a, b)` / `wp.select(c, a, b)` / `a if c else b` of the
     statement becomes an `if`/`else` block before it, whose adjoint runs only the branch taken."""
     statement = block[index]
@@ -498,7 +582,7 @@ def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: in
     return SafeForm("", f"{len(hoisted)} selection(s) turned into if/else blocks", {}, {}, preserves_forward=True)
 
 
-def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int, params: list[str]) -> SafeForm:
+def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL110: `wp.sqrt(q)` / `wp.pow(q, 0.5)` of the statement guarded at zero (`sqrt(q)` when
     `q > 0`, else 0), the gradient `wp.length` gives."""
     statement = block[index]
@@ -563,7 +647,7 @@ def _wl_sqrt_guarded(q: _wl_Any):
 
 _THROUGH = '''
 @_wl_wp.func
-def _wl_through(value: {annotation}, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32)):
+def _wl_through(value: {annotation}, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int):
     {accumulate}
     return value * {scalar}(1.0 + s)
 '''
@@ -577,17 +661,17 @@ def through_helpers() -> str:
     for scalar in _SCALARS:
         cast = f"_wl_wp.{scalar}"
         parts.append(_THROUGH.format(annotation=f"_wl_wp.{scalar}", scalar=cast,
-                                     accumulate=f"_wl_wp.atomic_add(tap, 0, _wl_wp.float32(value))"))
-        sum_vector = ("t = _wl_wp.float32(0.0)\n    for k in range(len(value)):\n"
-                      "        t += _wl_wp.float32(value[k]) * _wl_wp.float32(k + 1)\n    _wl_wp.atomic_add(tap, 0, t)")
+                                     accumulate=f"_wl_wp.atomic_add(tap, k, _wl_wp.float32(value))"))
+        sum_vector = ("t = _wl_wp.float32(0.0)\n    for i in range(len(value)):\n"
+                      "        t += _wl_wp.float32(value[i]) * _wl_wp.float32(i + 1)\n    _wl_wp.atomic_add(tap, k, t)")
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.vector(length=_wl_Any, dtype=_wl_wp.{scalar})",
                                      scalar=cast, accumulate=sum_vector))
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.quaternion(dtype=_wl_wp.{scalar})",
                                      scalar=cast, accumulate=sum_vector))
         sum_matrix = ("t = _wl_wp.float32(0.0)\n    for r in range(len(value)):\n"
-                      "        for k in range(len(value[r])):\n"
-                      "            t += _wl_wp.float32(value[r][k]) * _wl_wp.float32(r + 3 * k + 1)\n"
-                      "    _wl_wp.atomic_add(tap, 0, t)")
+                      "        for c in range(len(value[r])):\n"
+                      "            t += _wl_wp.float32(value[r][c]) * _wl_wp.float32(r + 3 * c + 1)\n"
+                      "    _wl_wp.atomic_add(tap, k, t)")
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.matrix(shape=(_wl_Any, _wl_Any), dtype=_wl_wp.{scalar})",
                                      scalar=cast, accumulate=sum_matrix))
     return "".join(parts)

@@ -33,6 +33,7 @@ class Reason:
     NOT_MEASURED = "not-measured"  # whether a derivative flows through the statement is unknown
     DOES_NOT_MATTER = "does-not-matter"  # no derivative flows through the statement
     SINGULAR_NOT_REACHED = "singular-not-reached"  # value-dependent hazard never triggered
+    REPLAY_UNSUPPORTED = "replay-unsupported"  # a host launch sequence that cannot be replayed
 
 
 STRATEGIES = ("gradcheck", "overwrite-tracking")
