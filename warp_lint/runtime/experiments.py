@@ -122,6 +122,8 @@ class Draw:
     hits: list[int] | None = None  # [ran, singular] from the instrumented copy
     finite: bool = True
     result: GradcheckResult | None = None
+    # Seeds the random directions of the comparison: the counterfactual is compared along the same.
+    seed: int = 0
 
     @property
     def ran(self) -> bool:
@@ -298,7 +300,8 @@ class FileSession:
         decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
         try:
             form = rewrite.safe_form(safe_kind, target.source, prepared.relative, copy_name, decorator,
-                                     prepared.param_names)
+                                     prepared.param_names, target.namespace(),
+                                     int(locate.module_options(target).get("max_unroll") or 16))
         except rewrite.RewriteError as error:
             prepared.safe_error = str(error)
             return
@@ -433,7 +436,7 @@ class FileSession:
         outputs = in_place + [n for n in outputs if n not in in_place]
         finite = all(np.all(np.isfinite(after[name])) for name in float_arrays)
         draw = Draw(fill=fill, args=args, launch=launch, inputs=inputs, outputs=outputs, in_place=in_place,
-                    finite=finite)
+                    finite=finite, seed=int(rng.integers(2**31)))
         draw.hits = self._count_hits(prepared, plan, draw)
         return draw
 
@@ -527,7 +530,7 @@ class FileSession:
                     draws.append(draw)
                     break
         for draw in draws:
-            draw.result = self._compare(draw, rng, nondet_tol)
+            draw.result = self._compare(draw, nondet_tol)
         evidence.update(
             precision=chosen.result.precision,
             criterion=chosen.result.to_dict()["criterion"],
@@ -556,13 +559,14 @@ class FileSession:
                                  **evidence)
         return self._judge_agreement(prepared, plan, draws, rng, evidence)
 
-    def _compare(self, draw: Draw, rng: np.random.Generator, nondet_tol: float) -> GradcheckResult:
+    def _compare(self, draw: Draw, nondet_tol: float) -> GradcheckResult:
         launch = draw.launch
         tolerances = DEFAULT_TOLERANCES[precision_of(launch, draw.inputs + draw.outputs)]
         sizes = {name: launch.slots[name].size for name in draw.inputs + draw.outputs}
         cost = sum(sizes[o] + 4 * sizes[i] for i in draw.inputs for o in draw.outputs)
         scale = max((float(np.max(np.abs(launch.slots[n].snapshot), initial=0.0)) for n in draw.outputs), default=1.0)
-        return compare_launch(launch, draw.inputs, draw.outputs, tolerances=tolerances, rng=rng,
+        return compare_launch(launch, draw.inputs, draw.outputs, tolerances=tolerances,
+                              rng=np.random.default_rng(draw.seed),
                               fast_mode=cost > FULL_JACOBIAN_BUDGET, nondet_tol=nondet_tol * max(1.0, scale))
 
     # -- confirmed? ------------------------------------------------------------------------------
@@ -581,7 +585,7 @@ class FileSession:
         if safe_kernel is None:
             return _inconclusive(Reason.NO_COUNTERFACTUAL, f"{detail}; but the safe form ({prepared.safe.description}) "
                                  f"did not build: {prepared.build_errors.get('safe', '')[:400]}", **evidence)
-        counterfactual = self._counterfactual(prepared, plan, draw, safe_kernel, rng, nondet_tol)
+        counterfactual = self._counterfactual(prepared, plan, draw, safe_kernel, nondet_tol)
         evidence["counterfactual"] = counterfactual
         failing = [p for p in draw.result.pairs if p.status == "fail"]
         if not counterfactual["finite"]:
@@ -611,7 +615,7 @@ class FileSession:
         return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH, "detail": detail, "evidence": evidence}
 
     def _counterfactual(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
-                        rng: np.random.Generator, nondet_tol: float) -> dict[str, Any]:
+                        nondet_tol: float) -> dict[str, Any]:
         safe = prepared.safe
         names = [a.label for a in kernel.adj.args]
         by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
@@ -633,14 +637,12 @@ class FileSession:
                                   "same_forward": difference <= 1e-4, "forward_difference": difference, "pairs": []}
         if not finite:
             return record
+        # The same pairs in the same order as the original, so the comparison draws the same random
+        # directions: the two kernels are compared along the same u and v.
         outputs = [safe.renamed_outputs.get(o, o) for o in draw.outputs]
-        changed = [n for n, slot in launch.slots.items() if slot.precision is not None and n not in outputs
-                   and not np.array_equal(after[n], slot.snapshot.astype(np.float64).ravel(), equal_nan=True)]
-        outputs += changed
-        inputs = [i for i in draw.inputs if i in launch.slots]
+        inputs = list(draw.inputs)
         in_place = [o for o in outputs if o in inputs]
-        outputs = in_place + [o for o in outputs if o not in in_place]
-        result = self._compare(Draw(draw.fill, args, launch, inputs, outputs, in_place), rng, nondet_tol)
+        result = self._compare(Draw(draw.fill, args, launch, inputs, outputs, in_place, seed=draw.seed), nondet_tol)
         record["pairs"] = [_pair_summary(p) for p in result.pairs]
         record["passed"] = result.passed
         return record

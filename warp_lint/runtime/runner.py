@@ -274,9 +274,19 @@ class _FileRun:
                     self._settle(planned, Status.INCONCLUSIVE, Reason.IMPORT_ERROR, detail, output_tail=output_tail())
             return
         if current is not None and current not in self.verdicts:
-            self._settle(by_id[current], Status.INCONCLUSIVE, Reason.CRASH,
+            crashed = by_id[current]
+            self._settle(crashed, Status.INCONCLUSIVE, Reason.CRASH,
                          f"the child {how} while running this experiment (segfault, abort or os._exit)",
                          output_tail=output_tail(), returncode=returncode)
+            # The same kernel on the same synthesized inputs would crash again: each retry costs a
+            # fresh child (an import and a load), so its other findings are settled with it.
+            for planned in by_id.values():
+                if planned.id not in self.verdicts and planned.request["kernel"] == crashed.request["kernel"] \
+                        and planned.request["function_kind"] == crashed.request["function_kind"]:
+                    self._settle(planned, Status.INCONCLUSIVE, Reason.CRASH,
+                                 f"not run: an experiment on the same {crashed.request['function_kind']} "
+                                 f"({crashed.finding.code} at line {crashed.finding.start.line}) {how}",
+                                 returncode=returncode)
 
     def _fail_current(self, current: str | None, by_id: dict[str, _Planned], imported: bool, reason: str,
                       detail: str, tail: str) -> None:
