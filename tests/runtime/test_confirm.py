@@ -10,6 +10,8 @@ import time
 import pytest
 
 from conftest import FIXTURES, make_finding
+from warp_devices import DEVICES
+
 from warp_lint.runtime import Reason, Status, confirm_findings
 
 HAZARDS = FIXTURES / "hazards.py"
@@ -44,8 +46,8 @@ HAZARD_CASES: dict[str, tuple[str, list[str], list[str], str, dict]] = {
 }
 
 
-@pytest.fixture(scope="module")
-def hazard_run(kernel_cache_dir):
+@pytest.fixture(scope="module", params=DEVICES)
+def hazard_run(request, kernel_cache_dir):
     """All hazard fixtures confirmed in one call: one child, one compile of the fixture module."""
     findings = [
         make_finding(HAZARDS, kernel, code, reads=reads, writes=writes, **options)
@@ -54,7 +56,7 @@ def hazard_run(kernel_cache_dir):
     before = sorted(os.listdir(FIXTURES))
     messages: list[str] = []
     started = time.perf_counter()
-    confirm_findings(findings, device="cpu", timeout=120, progress=messages.append, cache_dir=kernel_cache_dir)
+    confirm_findings(findings, device=request.param, timeout=120, progress=messages.append, cache_dir=kernel_cache_dir)
     elapsed = time.perf_counter() - started
     return {f.data["kernel"]: f for f in findings}, messages, before, elapsed
 
@@ -66,7 +68,7 @@ def test_hazard_verdict(hazard_run, kernel):
     assert confirmation is not None
     assert confirmation.status == HAZARD_CASES[kernel][3], confirmation.reason
     assert confirmation.warp_version
-    assert confirmation.device == "cpu"
+    assert confirmation.device in DEVICES
     assert set(confirmation.config) >= {"enable_vector_component_overwrites", "verify_autograd_array_access", "mode"}
     assert confirmation.reason.startswith(confirmation.evidence["reason_code"])
 
@@ -139,7 +141,8 @@ def test_progress_and_user_files_untouched(hazard_run):
     assert sorted(os.listdir(FIXTURES)) == before
 
 
-def test_process_hazards_end_inconclusive_within_the_time_limit(kernel_cache_dir):
+@pytest.mark.parametrize("device", DEVICES)
+def test_process_hazards_end_inconclusive_within_the_time_limit(kernel_cache_dir, device):
     path = FIXTURES / "process_hazards.py"
     findings = [
         make_finding(path, "closest_point_on_mesh", "WL102", reads=["points", "out"], writes=["out"]),
@@ -148,7 +151,7 @@ def test_process_hazards_end_inconclusive_within_the_time_limit(kernel_cache_dir
     ]
     timeout = 10.0
     started = time.perf_counter()
-    confirm_findings(findings, device="cpu", timeout=timeout, cache_dir=kernel_cache_dir)
+    confirm_findings(findings, device=device, timeout=timeout, cache_dir=kernel_cache_dir)
     elapsed = time.perf_counter() - started
     mesh, segfault, hang = (f.confirmation for f in findings)
     assert mesh.status == Status.INCONCLUSIVE and mesh.evidence["reason_code"] == Reason.UNSUPPORTED_ARGUMENT
