@@ -46,7 +46,8 @@ def kernel_findings(python: Path) -> dict[str, list]:
                                                f"=={realcode.PINS['warp-lang']}", str(project.root)])
         _, _, results, _, _ = lint_paths(arguments, [project.root], False)
         for result in results:
-            chosen = [f for f in result.findings if f.data.get("strategy") and f.data.get("kernel")]
+            chosen = [f for f in result.findings
+                      if f.code.startswith("WL1") and f.data.get("strategy") and f.data.get("kernel")]
             if chosen:
                 by_file[str(result.path)] = chosen
     return by_file

@@ -38,6 +38,8 @@ CASES = {
     "squash_vec3": (EARNED, "squash", "WL103", [], [], {"function_kind": "func"}),
     "drifting_in_place": (EARNED, "drifting_in_place", "WL102", ["a"], ["a"], {}),
     "doubled_in_place": (PACKAGE, "doubled_in_place", "WL102", ["a"], ["a"], {}),
+    "first_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
+    "second_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
 }
 
 
@@ -73,9 +75,12 @@ def test_one_experiment_per_finding(verdicts):
     assert verdicts["real_in_place"].status == Status.CONFIRMED
     norm = verdicts["harmless_norm"]
     assert norm.status == Status.INCONCLUSIVE, norm.reason
-    # The in-place disagreement is there, but rewriting the square root does not remove it.
-    assert reason(norm) == Reason.COUNTERFACTUAL_DISAGREES
+    # The in-place disagreement is there, but rewriting the square root does not remove it...
     assert norm.evidence["counterfactual"]["passed"] is False
+    # ... and with the in-place store rewritten, the kernel agrees with the square root as written;
+    # it is still not cleared: its argument never reached zero.
+    assert norm.evidence["isolation"]["others_safe"]["passed"] is True
+    assert reason(norm) == Reason.SINGULAR_NOT_REACHED
 
 
 def test_a_confirmation_carries_its_counterfactual(verdicts):
@@ -84,6 +89,17 @@ def test_a_confirmation_carries_its_counterfactual(verdicts):
     assert counterfactual["finite"] and counterfactual["safe_form"].startswith("the store into `a` redirected")
     assert confirmation.evidence["explained_pairs"]
     assert "safe form" in confirmation.reason
+
+
+@pytest.mark.parametrize("marker", ["first_component_write", "second_component_write"])
+def test_each_of_two_hazards_is_isolated_and_confirmed(verdicts, marker):
+    confirmation = verdicts[marker]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    # Alone in its safe form it does not remove the disagreement (the other hazard stays) ...
+    assert confirmation.evidence["counterfactual"]["passed"] is False
+    # ... with the other one in its safe form, it does.
+    assert "other flagged statements in their safe forms" in confirmation.reason
+    assert confirmation.evidence["isolation"]["all_flagged_safe"]["passed"] is True
 
 
 def test_kernel_without_tid_runs_one_thread(verdicts):

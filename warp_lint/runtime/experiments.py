@@ -67,8 +67,9 @@ RESAMPLES = 3  # draws per fill before moving on to the next fill
 # sum in no fixed order; races differ by whole values.
 NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
 # Evaluations (launches) a full Jacobian comparison may cost before the directional test is used.
-FULL_JACOBIAN_BUDGET = 6000
+FULL_JACOBIAN_BUDGET = 1500
 PROBE_STEP = 1e-2
+FORWARD_LIMIT = 1e6  # largest forward value taken as the kernel working in its domain
 
 
 def _inconclusive(reason: str, detail: str, **evidence: Any) -> dict[str, Any]:
@@ -157,6 +158,7 @@ class FileSession:
         # Pieces are shared between findings (by name); what each one is.
         self._pieces: dict[str, generated.Piece | None] = {}
         self._target_numbers: dict[int, int] = {}
+        self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
 
     # -- preparing and building ----------------------------------------------------------------
     def _prepare_all(self) -> None:
@@ -200,13 +202,21 @@ class FileSession:
                                            "flows through this code and the hazard cannot affect one")
             return prepared
         prepared.facts = facts = kernel_facts(target.source)
+        if facts.tiles:
+            prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, "tile kernel (needs wp.launch_tiled with "
+                                           "block-shaped arguments)")
+            return prepared
         if kind == "func":
             facts.tid_arity = 1  # the wrapper kernel runs one thread per element
         scalar = {"float32": wp.float32, "float64": wp.float64}[precision]
         params = locate.parameters(target)
         declared = [dict(zip((a.label for a in o.adj.args), (a.type for a in o.adj.args)))
                     for _, o in sorted(getattr(target.obj, "overloads", {}).items())] if kind == "kernel" else []
-        prepared.overload = concrete_types(params, facts, scalar, declared)
+        try:
+            prepared.overload = concrete_types(params, facts, scalar, declared)
+        except UnsupportedKernel as error:
+            prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
+            return prepared
         prepared.concrete = dict(params) | (prepared.overload or {})
         prepared.param_names = [name for name, _ in params]
         prepared.relative = target.relative(line)
@@ -232,9 +242,10 @@ class FileSession:
             [(n, prepared.concrete.get(n, t)) for n, t in signature.params], signature.returns)
         self.extra_globals[f"_wl_target_{prepared.key}"] = target.obj
 
-    def _wrapper(self, prepared: Prepared, callee: str, name: str, extra: list[tuple[str, Any]] = ()) -> str:
+    def _wrapper(self, prepared: Prepared, callee: str, name: str, extra: list[tuple[str, Any]] = (),
+                 backward: bool = True) -> str:
         return generated.func_wrapper(callee, prepared.signature, list(prepared.finding.get("index_params") or ()),
-                                      name, self.type_names, extra=extra)
+                                      name, self.type_names, extra=extra, backward=backward)
 
     def _add_target_pieces(self, items: list[Prepared]) -> None:
         """Per target: the verbatim copy (the user's own function registered anew; for a @wp.func,
@@ -259,7 +270,9 @@ class FileSession:
             flagged = sorted({(item.relative, item.finding.get("singular")) for item in group},
                              key=lambda f: (f[0], f[1] or ""))
             copy_name = cover if is_kernel else f"_wl_coverf_{key}"
-            decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
+            # Only ever run forward (counters, probes): no adjoint to compile.
+            decorator = f"{rewrite.WARP_ALIAS}.kernel(enable_backward=False)" if is_kernel else \
+                f"{rewrite.WARP_ALIAS}.func"
             try:
                 full = rewrite.instrument(target.source, flagged, copy_name, decorator)
                 basic = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=False)
@@ -275,8 +288,9 @@ class FileSession:
                 fallback = generated.Piece(cover, [basic.source], overload=first.overload)
             else:
                 main = generated.Piece(cover, [full.source, self._wrapper(
-                    first, copy_name, cover, hits + (probes if full.has_probe else []))])
-                fallback = generated.Piece(cover, [basic.source, self._wrapper(first, copy_name, cover, hits)])
+                    first, copy_name, cover, hits + (probes if full.has_probe else []), backward=False)])
+                fallback = generated.Piece(cover, [basic.source, self._wrapper(first, copy_name, cover, hits,
+                                                                               backward=False)])
             if full.has_probe:
                 main.fallback = fallback
             self._pieces[cover] = main
@@ -434,7 +448,10 @@ class FileSession:
         outputs = returns + [n for n in float_arrays if n not in returns and (n in writes or n in changed)]
         in_place = [n for n in outputs if n in inputs]
         outputs = in_place + [n for n in outputs if n not in in_place]
-        finite = all(np.all(np.isfinite(after[name])) for name in float_arrays)
+        # Finite, and not blown up: outputs millions of times larger than inputs of order one mean
+        # the inputs sit at a singularity of the kernel's own (a matrix that is not invertible...).
+        finite = all(np.all(np.isfinite(after[name])) and np.max(np.abs(after[name]), initial=0.0) <= FORWARD_LIMIT
+                     for name in float_arrays)
         draw = Draw(fill=fill, args=args, launch=launch, inputs=inputs, outputs=outputs, in_place=in_place,
                     finite=finite, seed=int(rng.integers(2**31)))
         draw.hits = self._count_hits(prepared, plan, draw)
@@ -497,8 +514,9 @@ class FileSession:
         if "cover" not in prepared.kernels:
             evidence["coverage_error"] = prepared.build_errors.get("cover", "the instrumented copy did not build")
         if chosen is None or not chosen.finite:
-            return _inconclusive(Reason.NON_FINITE, "the forward pass is not finite at any synthesized input "
-                                 "(no gradient can be judged there)", **evidence)
+            return _inconclusive(Reason.NON_FINITE, "the forward pass is not finite (or beyond "
+                                 f"{FORWARD_LIMIT:g}) at any synthesized input: no gradient can be judged there",
+                                 **evidence)
         if not chosen.inputs or not chosen.outputs:
             return _inconclusive(Reason.NO_DIFFERENTIABLE_PAIR,
                                  f"no floating-point (input, output) array pair to differentiate "
@@ -522,15 +540,17 @@ class FileSession:
                                  f"(relative) > nondet_tol={nondet_tol:g}: a race or unordered accumulation; "
                                  "a gradient comparison would measure the noise", **evidence)
 
+        chosen.result = self._compare(chosen, nondet_tol)
         draws = [chosen]
-        for _ in range(RUNS_PER_FILL - 1):
-            for _ in range(RESAMPLES):
-                draw = self._make_draw(prepared, plan, chosen.fill, rng)
-                if draw.finite and draw.ran:
-                    draws.append(draw)
-                    break
-        for draw in draws:
-            draw.result = self._compare(draw, nondet_tol)
+        # A disagreement goes to its counterfactual at once; agreement needs more draws.
+        if not any(p.status == "fail" for p in chosen.result.pairs):
+            for _ in range(RUNS_PER_FILL - 1):
+                for _ in range(RESAMPLES):
+                    draw = self._make_draw(prepared, plan, chosen.fill, rng)
+                    if draw.finite and draw.ran:
+                        draw.result = self._compare(draw, nondet_tol)
+                        draws.append(draw)
+                        break
         evidence.update(
             precision=chosen.result.precision,
             criterion=chosen.result.to_dict()["criterion"],
@@ -549,7 +569,7 @@ class FileSession:
                                  **evidence)
         failures = [(d, p) for d in draws for p in d.result.pairs if p.status == "fail"]
         if failures:
-            return self._judge_disagreement(prepared, plan, draws, failures, rng, nondet_tol, evidence)
+            return self._judge_disagreement(prepared, plan, draws, failures, nondet_tol, evidence)
         if "non-finite" in statuses:
             return _inconclusive(Reason.NON_FINITE, "finite differences are not finite at the synthesized inputs",
                                  **evidence)
@@ -557,7 +577,7 @@ class FileSession:
             pair = next(p for d in draws for p in d.result.pairs if p.status == "fd-not-converged")
             return _inconclusive(Reason.FD_NOT_CONVERGED, f"d {pair.output} / d {pair.input}: {pair.criterion}",
                                  **evidence)
-        return self._judge_agreement(prepared, plan, draws, rng, evidence)
+        return self._judge_agreement(prepared, plan, draws, evidence)
 
     def _compare(self, draw: Draw, nondet_tol: float) -> GradcheckResult:
         launch = draw.launch
@@ -571,7 +591,7 @@ class FileSession:
 
     # -- confirmed? ------------------------------------------------------------------------------
     def _judge_disagreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], failures: list,
-                            rng: np.random.Generator, nondet_tol: float, evidence: dict[str, Any]) -> dict[str, Any]:
+                            nondet_tol: float, evidence: dict[str, Any]) -> dict[str, Any]:
         draw, pair = max(failures, key=lambda dp: dp[1].max_abs_error if np.isfinite(dp[1].max_abs_error) else np.inf)
         detail = _mismatch_sentence(pair)
         evidence["worst_pair"] = pair.to_dict()
@@ -585,7 +605,7 @@ class FileSession:
         if safe_kernel is None:
             return _inconclusive(Reason.NO_COUNTERFACTUAL, f"{detail}; but the safe form ({prepared.safe.description}) "
                                  f"did not build: {prepared.build_errors.get('safe', '')[:400]}", **evidence)
-        counterfactual = self._counterfactual(prepared, plan, draw, safe_kernel, nondet_tol)
+        counterfactual = self._counterfactual(prepared.safe, prepared, plan, draw, safe_kernel, nondet_tol)
         evidence["counterfactual"] = counterfactual
         failing = [p for p in draw.result.pairs if p.status == "fail"]
         if not counterfactual["finite"]:
@@ -600,11 +620,7 @@ class FileSession:
         explained = [p for p in failing if statuses.get((p.input, renamed.get(p.output, p.output))) == "pass"]
         remaining = [p for p in failing if p not in explained]
         if not explained:
-            return _inconclusive(
-                Reason.COUNTERFACTUAL_DISAGREES,
-                f"{detail}; the disagreement stays when the flagged statement alone is rewritten into its safe form "
-                f"({prepared.safe.description}): it comes from elsewhere (another hazard, a non-differentiable "
-                "algorithm, a race)", **evidence)
+            return self._isolate(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence)
         evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in explained]
         if remaining:
             evidence["unexplained_pairs"] = [f"d {p.output} / d {p.input}" for p in remaining]
@@ -614,9 +630,10 @@ class FileSession:
                    f"finite differences on the same inputs")
         return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH, "detail": detail, "evidence": evidence}
 
-    def _counterfactual(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
+    def _counterfactual(self, safe: rewrite.SafeForm, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
                         nondet_tol: float) -> dict[str, Any]:
-        safe = prepared.safe
+        """Run ``kernel`` (a rewrite of the original by ``safe``) on the draw's inputs: its forward
+        against the original's, and its AD against FD along the same random directions."""
         names = [a.label for a in kernel.adj.args]
         by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
         draw.launch.restore()
@@ -647,14 +664,105 @@ class FileSession:
         record["passed"] = result.passed
         return record
 
+    # -- isolation: the other flagged statements in their safe forms ---------------------------
+    def _isolate(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
+                 nondet_tol: float, detail: str, evidence: dict[str, Any]) -> dict[str, Any]:
+        """The disagreement stays with this statement rewritten: another hazard of the kernel may
+        cause it. Rewrite every other flagged statement of the kernel into its safe form, with this
+        one as it is and rewritten too. A pair that agrees only when this one is rewritten as well
+        is this statement's doing (confirmed); agreement with it as it is clears it; a
+        disagreement that stays with every flagged statement rewritten comes from elsewhere."""
+        stays = (f"{detail}; the disagreement stays when the flagged statement alone is rewritten into its safe "
+                 f"form ({prepared.safe.description})")
+        pieces = self._ensure_isolation(prepared)
+        if pieces is None:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and no other flagged statement of the "
+                                 "kernel has a safe form to set aside: it comes from elsewhere (an unflagged hazard, "
+                                 "a non-differentiable algorithm, a race)", **evidence)
+        (all_form, all_kernel), (others_form, others_kernel) = pieces
+        if all_kernel is None or others_kernel is None:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; the isolation kernels did not build",
+                                 **evidence)
+        all_safe = self._counterfactual(all_form, prepared, plan, draw, all_kernel, nondet_tol)
+        others_safe = self._counterfactual(others_form, prepared, plan, draw, others_kernel, nondet_tol)
+        evidence["isolation"] = {"all_flagged_safe": all_safe, "others_safe": others_safe}
+        usable = all(r["finite"] and (form.preserves_forward is False or r["same_forward"])
+                     for r, form in ((all_safe, all_form), (others_safe, others_form)))
+        if not usable:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with the kernel's other flagged "
+                                 "statements rewritten the forward changes or is not finite", **evidence)
+
+        def status(record: dict, form: rewrite.SafeForm, pair: PairResult) -> str | None:
+            found = {(p["input"], p["output"]): p["status"] for p in record["pairs"]}
+            return found.get((pair.input, form.renamed_outputs.get(pair.output, pair.output)))
+
+        mine = [p for p in failing
+                if status(all_safe, all_form, p) == "pass" and status(others_safe, others_form, p) == "fail"]
+        if mine:
+            evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
+            return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
+                    "detail": f"{detail}; with the kernel's other flagged statements in their safe forms the "
+                              f"disagreement is there while this statement is as written and gone once it is "
+                              f"rewritten too ({prepared.safe.description})", "evidence": evidence}
+        if others_safe.get("passed"):
+            # This statement as written, everything else flagged set aside: AD matches FD.
+            return self._judge_agreement(prepared, plan, draws, evidence, context=(
+                "with the kernel's other flagged statements in their safe forms (the disagreement of the kernel as "
+                "written is theirs)"))
+        return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
+                             "the kernel rewritten: it comes from elsewhere (an unflagged hazard, a non-differentiable "
+                             "algorithm, a race)", **evidence)
+
+    def _ensure_isolation(self, prepared: Prepared) -> tuple | None:
+        """(form, kernel) with every flagged statement of the kernel rewritten, and with all but
+        this finding's; built once per kernel for all its findings. None when there is no other."""
+        siblings = [p for p in (self.prepared or {}).values() if p.key == prepared.key and p.finding.get("safe_form")]
+        specs = sorted({(p.finding["safe_form"], p.relative) for p in siblings}, key=lambda s: (s[1], s[0]))
+        others = [s for s in specs if s[1] != prepared.relative]
+        if not others:
+            return None
+        names = {"all": f"_wl_isoall_{prepared.key}", "mine": f"_wl_iso_{prepared.key}_l{prepared.relative}"}
+        if names["mine"] not in self._isolation:
+            pieces = []
+            for role, chosen in (("all", specs), ("mine", others)):
+                if names[role] in self._isolation:
+                    continue
+                piece, form = self._rewrite_piece(prepared, names[role], chosen)
+                self._isolation[names[role]] = [form, None]
+                pieces.append(piece)
+            holder = Prepared(prepared.finding, target=prepared.target, key=prepared.key, pieces=pieces,
+                              names={f"iso{k}": p.name for k, p in enumerate(pieces)})
+            self.report("compiling")
+            self._build([holder], tuple(holder.names))
+            self.report("compiled")
+            for role_name, piece_name in holder.names.items():
+                self._isolation[piece_name][1] = holder.kernels.get(role_name)
+        return tuple(self._isolation[names["all"]]), tuple(self._isolation[names["mine"]])
+
+    def _rewrite_piece(self, prepared: Prepared, name: str, specs: list) -> tuple[generated.Piece, rewrite.SafeForm]:
+        target = prepared.target
+        is_kernel = target.kind == "kernel"
+        copy_name = name if is_kernel else name.replace("_wl_iso", "_wl_isof")
+        decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
+        form, _ = rewrite.safe_forms(specs, target.source, copy_name, decorator, prepared.param_names,
+                                     target.namespace(), int(locate.module_options(target).get("max_unroll") or 16))
+        if is_kernel:
+            overload = None
+            if prepared.overload is not None:
+                overload = dict(prepared.overload)
+                overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
+            return generated.Piece(name, [form.source], overload=overload), form
+        extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
+        return generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)]), form
+
     # -- cleared? --------------------------------------------------------------------------------
-    def _judge_agreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], rng: np.random.Generator,
-                         evidence: dict[str, Any]) -> dict[str, Any]:
+    def _judge_agreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], evidence: dict[str, Any],
+                         context: str | None = None) -> dict[str, Any]:
         pairs = [p for d in draws for p in d.result.pairs]
-        if all(p.fd_identically_zero and p.ad_identically_zero for p in pairs):
+        if context is None and all(p.fd_identically_zero and p.ad_identically_zero for p in pairs):
             return _inconclusive(Reason.ZERO_JACOBIAN, "AD and finite differences are both zero for every pair: "
                                  "nothing was compared", **evidence)
-        through = self._derivative_through(prepared, plan, draws[0], rng)
+        through = self._derivative_through(prepared, plan, draws[0], np.random.default_rng(draws[0].seed))
         evidence["derivative_through_statement"] = through
         if not through["measured"]:
             return _inconclusive(Reason.NOT_MEASURED, "AD matches finite differences, but whether a derivative flows "
@@ -679,6 +787,9 @@ class FileSession:
             f"error {worst:.2g}); the flagged statement ran {total_hits} times and a derivative flows through it "
             f"({through['why']})"
         )
+        if context is not None:
+            detail = (f"AD matches finite differences {context}, on the same inputs; the flagged statement ran "
+                      f"{total_hits} times and a derivative flows through it ({through['why']})")
         if prepared.value_dependent:
             detail += f", at inputs where {_singular_words(prepared.finding.get('singular'))}"
         detail += f": the gradient is correct on warp {wp.__version__} with this configuration"

@@ -129,8 +129,10 @@ def func_wrapper(
     type_names: TypeNames,
     *,
     extra: list[tuple[str, Any]] = (),
+    backward: bool = True,
 ) -> str:
-    """Source of a kernel that calls ``callee`` once per thread.
+    """Source of a kernel that calls ``callee`` once per thread (``backward=False``: a kernel that
+    is only ever run forward, which compiles in about half the time).
 
     Array parameters pass through; integer parameters named in ``index_params`` receive the thread
     index, other integers a kernel argument; every other parameter is read from a per-thread array
@@ -167,7 +169,7 @@ def func_wrapper(
     else:
         body.append(call)
     return (
-        f"@{WARP_ALIAS}.kernel\ndef {wrapper_name}({', '.join(params)}):\n"
+        f"@{WARP_ALIAS}.kernel{'' if backward else '(enable_backward=False)'}\ndef {wrapper_name}({', '.join(params)}):\n"
         + "".join(f"    {line}\n" for line in body)
     )
 

@@ -27,7 +27,7 @@ WARP_ALIAS = "_wl_wp"
 HITS_PARAM = "_wl_hits"  # int32[2 per slot]: flagged statement ran, singular point reached
 PROBE_PARAM = "_wl_probe"  # float32[1 per slot], zero: the flagged value is scaled by (1 + probe)
 TAP_PARAM = "_wl_tap"  # float32[1 per slot]: the flagged value, summed over executions
-SHADOW_PARAM = "_wl_shadow"  # where a redirected in-place write goes in the safe form
+SHADOW_PARAM = "_wl_shadow"  # prefix of the array a redirected in-place write goes to (per array)
 HITS_RAN, HITS_SINGULAR = 0, 1
 
 # Unroll bound of the static-loop safe form: the synthesized inputs never make a loop run longer
@@ -304,19 +304,47 @@ def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, 
     sees (module globals, closure), used to tell constant loop bounds. Raises :class:`NoSafeForm`
     when the statement has a shape the safe form does not cover.
     """
-    rewriter = SAFE_FORMS.get(kind)
-    if rewriter is None:
-        raise NoSafeForm(f"no safe form named {kind!r}")
+    result, skipped = safe_forms([(kind, line)], source, new_name, decorator, params, constants, max_unroll)
+    if skipped:
+        raise skipped[0][1]
+    return result
+
+
+def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorator: str, params: list[str],
+               constants: dict[str, object] | None = None, max_unroll: int = 16
+               ) -> tuple[SafeForm, list[tuple[tuple[str, int], RewriteError]]]:
+    """Apply several safe forms (kind, relative line) to one function: the statements are located
+    first, then rewritten one by one. Returns the combined form and the specs that did not apply
+    (with why): one that does not fit its statement, or a statement an earlier rewrite replaced."""
     definition = parse_function(source)
-    found = find_statement(definition.body, line)
-    if found is None:
-        raise RewriteError(f"no statement on line {line} of {definition.name}")
-    block, index = found
-    result = rewriter(definition, block, index, Context(params, constants or {}, max_unroll))
+    context = Context(params, constants or {}, max_unroll)
+    located: list[tuple[tuple[str, int], ast.stmt | None]] = []
+    for kind, line in specs:
+        found = find_statement(definition.body, line)
+        located.append(((kind, line), found[0][found[1]] if found else None))
+    combined = SafeForm("", "", {}, {}, preserves_forward=True)
+    descriptions, skipped = [], []
+    for spec, statement in located:
+        rewriter = SAFE_FORMS.get(spec[0])
+        try:
+            if rewriter is None:
+                raise NoSafeForm(f"no safe form named {spec[0]!r}")
+            if statement is None:
+                raise RewriteError(f"no statement on line {spec[1]} of {definition.name}")
+            block = _block_of(definition, statement)  # raises when an earlier rewrite replaced it
+            result = rewriter(definition, block, block.index(statement), context)
+        except RewriteError as error:
+            skipped.append((spec, error))
+            continue
+        descriptions.append(result.description)
+        combined.renamed_outputs.update(result.renamed_outputs)
+        combined.added_params.update(result.added_params)
+        combined.preserves_forward = combined.preserves_forward and result.preserves_forward
+    combined.description = "; ".join(descriptions)
     definition.name = new_name
     definition.decorator_list = [ast.parse(decorator, mode="eval").body]
-    result.source = ast.unparse(ast.fix_missing_locations(definition))
-    return result
+    combined.source = ast.unparse(ast.fix_missing_locations(definition))
+    return combined, skipped
 
 
 def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
@@ -334,12 +362,14 @@ def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: i
             and target.value.id in context.params):
         raise NoSafeForm("the flagged write is not a store into an element of an array parameter")
     array = target.value.id
-    shadow = ast.Subscript(value=ast.Name(SHADOW_PARAM, ast.Load()), slice=copy.deepcopy(target.slice), ctx=ast.Store())
+    name = f"{SHADOW_PARAM}_{array}"
+    shadow = ast.Subscript(value=ast.Name(name, ast.Load()), slice=copy.deepcopy(target.slice), ctx=ast.Store())
     block[index] = ast.Assign(targets=[shadow], value=value)
-    argument = next(a for a in definition.args.args if a.arg == array)
-    definition.args.args.append(ast.arg(arg=SHADOW_PARAM, annotation=copy.deepcopy(argument.annotation)))
-    return SafeForm("", f"the store into `{array}` redirected to a separate array (`{SHADOW_PARAM}`)",
-                    {array: SHADOW_PARAM}, {SHADOW_PARAM: array}, preserves_forward=False)
+    if not any(a.arg == name for a in definition.args.args):
+        argument = next(a for a in definition.args.args if a.arg == array)
+        definition.args.args.append(ast.arg(arg=name, annotation=copy.deepcopy(argument.annotation)))
+    return SafeForm("", f"the store into `{array}` redirected to a separate array (`{name}`)",
+                    {array: name}, {name: array}, preserves_forward=False)
 
 
 def _as_load(node: ast.expr) -> ast.expr:

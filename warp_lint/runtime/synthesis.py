@@ -57,6 +57,8 @@ class KernelFacts:
     monotone: set[str] = dataclasses.field(default_factory=set)  # arrays read at `i + 1`
     subscripted: dict[str, int] = dataclasses.field(default_factory=dict)  # param -> most indices seen
     vector_like: set[str] = dataclasses.field(default_factory=set)  # params used as vectors
+    struct_like: set[str] = dataclasses.field(default_factory=set)  # params whose named fields are read
+    tiles: bool = False  # a tile kernel: needs wp.launch_tiled
     literals: list[float] = dataclasses.field(default_factory=list)  # numbers compared against
 
 
@@ -76,7 +78,7 @@ def kernel_facts(source: str) -> KernelFacts:
     tree = ast.parse(source)
     definition = tree.body[0]
     params = {a.arg for a in definition.args.args} if isinstance(definition, ast.FunctionDef) else set()
-    facts = KernelFacts(literals=comparison_literals(tree))
+    facts = KernelFacts(literals=comparison_literals(tree), tiles=uses_tiles(tree))
     local_sources: dict[str, set[str]] = {}
 
     def sources(node: ast.AST) -> set[str]:
@@ -122,10 +124,13 @@ def kernel_facts(source: str) -> KernelFacts:
                 base = argument.value if isinstance(argument, ast.Subscript) else argument
                 if isinstance(base, ast.Name) and base.id in params:
                     facts.vector_like.add(base.id)
-        if isinstance(node, ast.Attribute) and node.attr in ("x", "y", "z", "w"):
+        if isinstance(node, ast.Attribute):
             base = node.value.value if isinstance(node.value, ast.Subscript) else node.value
             if isinstance(base, ast.Name) and base.id in params:
-                facts.vector_like.add(base.id)
+                if node.attr in ("x", "y", "z", "w"):
+                    facts.vector_like.add(base.id)
+                elif node.attr not in ("shape", "dtype", "ndim", "size", "ptr", "grad"):
+                    facts.struct_like.add(base.id)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in params:
             array = node.value.id
             indices = _indices(node)
@@ -184,6 +189,10 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
     generic = [name for name, t in params if _is_generic(t)]
     if not generic:
         return None
+    structs = sorted(set(generic) & facts.struct_like)
+    if structs:
+        raise UnsupportedKernel(f"generic parameter {structs[0]!r} is used as a struct (its fields are read): "
+                                "its type cannot be guessed")
     for types in declared:
         floats = {float_precision(getattr(array_type(t), "dtype", t)) for t in types.values()} - {None}
         if floats <= {float_precision(scalar)}:
