@@ -48,10 +48,12 @@ from warp_lint.runtime.comparison import (
     precision_of,
 )
 from warp_lint.runtime.synthesis import (
+    LAUNCH_EXTENT,
     Fill,
     KernelFacts,
     LaunchPlan,
     UnsupportedKernel,
+    check_argument,
     concrete_types,
     fills_for,
     kernel_facts,
@@ -223,7 +225,11 @@ class FileSession:
         number = self._target_numbers.setdefault(id(target.obj), len(self._target_numbers))
         prepared.key = f"t{number}_{precision}"
         if kind == "func":
-            self._signature(prepared)
+            try:
+                self._signature(prepared)
+            except UnsupportedKernel as error:
+                prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
+                return prepared
         self._prepare_safe(prepared)
         return prepared
 
@@ -240,6 +246,12 @@ class FileSession:
         signature = generated.func_signature(function)
         prepared.signature = generated.FuncSignature(
             [(n, prepared.concrete.get(n, t)) for n, t in signature.params], signature.returns)
+        # What the wrapper kernel cannot pass or store: the same limits as a kernel's arguments.
+        for name, t in prepared.signature.params:
+            if locate.array_type(t) is None and t not in (int, float, bool):
+                check_argument(name, t)
+        for k, t in enumerate(prepared.signature.returns):
+            check_argument(f"return value {k}", t)
         self.extra_globals[f"_wl_target_{prepared.key}"] = target.obj
 
     def _wrapper(self, prepared: Prepared, callee: str, name: str, extra: list[tuple[str, Any]] = (),
@@ -315,7 +327,7 @@ class FileSession:
         try:
             form = rewrite.safe_form(safe_kind, target.source, prepared.relative, copy_name, decorator,
                                      prepared.param_names, target.namespace(),
-                                     int(locate.module_options(target).get("max_unroll") or 16))
+                                     int(locate.module_options(target).get("max_unroll") or 16), **_bounds(prepared))
         except rewrite.RewriteError as error:
             prepared.safe_error = str(error)
             return
@@ -745,7 +757,8 @@ class FileSession:
         copy_name = name if is_kernel else name.replace("_wl_iso", "_wl_isof")
         decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
         form, _ = rewrite.safe_forms(specs, target.source, copy_name, decorator, prepared.param_names,
-                                     target.namespace(), int(locate.module_options(target).get("max_unroll") or 16))
+                                     target.namespace(), int(locate.module_options(target).get("max_unroll") or 16),
+                                     **_bounds(prepared))
         if is_kernel:
             overload = None
             if prepared.overload is not None:
@@ -871,6 +884,19 @@ class FileSession:
             "note": "supporting evidence only: Warp's tracker misses left-operand reads and *= on elements, "
                     "so silence proves little",
         }
+
+
+def _bounds(prepared: Prepared) -> dict[str, dict[str, int]]:
+    """What the synthesized inputs make of loop bounds: integer parameters are at most the launch
+    extent, arrays have their dimensions (see :mod:`warp_lint.runtime.synthesis`)."""
+    ints, ndims = {}, {}
+    for name, t in prepared.concrete.items():
+        array = locate.array_type(t)
+        if array is not None:
+            ndims[name] = array.ndim
+        elif t in (int, wp.int32, wp.int64, wp.uint32):
+            ints[name] = LAUNCH_EXTENT
+    return {"int_bounds": ints, "array_ndims": ndims}
 
 
 def _has_probe(prepared: Prepared) -> bool:

@@ -34,7 +34,7 @@ HITS_RAN, HITS_SINGULAR = 0, 1
 # (arrays hold at most 16 elements per dimension, counts are 4). A loop that would is caught by the
 # forward comparison: the counterfactual must compute the same values as the original.
 UNROLL = 16
-UNROLL_BUDGET = 256  # total unrolled bodies (nested loops multiply)
+UNROLL_BUDGET = 64  # copies of a loop body (nested loops multiply): compile time grows with it
 
 _VECTOR_ATTRIBUTES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
@@ -294,30 +294,37 @@ class Context:
     params: list[str]  # parameter names
     constants: dict[str, object] = dataclasses.field(default_factory=dict)  # names the function sees
     max_unroll: int = 16  # the module's unroll limit: constant loops up to it are static already
+    # Largest value the synthesized inputs give each integer parameter, and each array's ndim: a
+    # loop up to one of them is unrolled that many times, not UNROLL.
+    int_bounds: dict[str, int] = dataclasses.field(default_factory=dict)
+    array_ndims: dict[str, int] = dataclasses.field(default_factory=dict)
+    budget: int = 2 * UNROLL_BUDGET  # loop bodies all the rewrites of one function may add
 
 
 def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, params: list[str],
-              constants: dict[str, object] | None = None, max_unroll: int = 16) -> SafeForm:
+              constants: dict[str, object] | None = None, max_unroll: int = 16, **bounds: dict) -> SafeForm:
     """Apply the safe form ``kind`` to the statement on ``line`` (relative to ``source``).
 
     ``params`` are the function's parameter names (arrays among them); ``constants`` the names it
     sees (module globals, closure), used to tell constant loop bounds. Raises :class:`NoSafeForm`
     when the statement has a shape the safe form does not cover.
     """
-    result, skipped = safe_forms([(kind, line)], source, new_name, decorator, params, constants, max_unroll)
+    result, skipped = safe_forms([(kind, line)], source, new_name, decorator, params, constants, max_unroll,
+                                 **bounds)
     if skipped:
         raise skipped[0][1]
     return result
 
 
 def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorator: str, params: list[str],
-               constants: dict[str, object] | None = None, max_unroll: int = 16
+               constants: dict[str, object] | None = None, max_unroll: int = 16, *,
+               int_bounds: dict[str, int] | None = None, array_ndims: dict[str, int] | None = None
                ) -> tuple[SafeForm, list[tuple[tuple[str, int], RewriteError]]]:
     """Apply several safe forms (kind, relative line) to one function: the statements are located
     first, then rewritten one by one. Returns the combined form and the specs that did not apply
     (with why): one that does not fit its statement, or a statement an earlier rewrite replaced."""
     definition = parse_function(source)
-    context = Context(params, constants or {}, max_unroll)
+    context = Context(params, constants or {}, max_unroll, int_bounds or {}, array_ndims or {})
     located: list[tuple[tuple[str, int], ast.stmt | None]] = []
     for kind, line in specs:
         found = find_statement(definition.body, line)
@@ -468,8 +475,26 @@ def _dynamic(loop: ast.stmt, context: Context) -> bool:
     return not forced and len(range(*bounds)) > context.max_unroll
 
 
-def _unroll(loop: ast.For, serial: int) -> list[ast.stmt]:
-    """`for j in range(a, b)` -> a `range(wp.static(UNROLL))` loop guarded by `j < b` (forced unroll)."""
+def _trips(loop: ast.For, context: Context) -> int:
+    """How many iterations the loop can run on synthesized inputs: its unroll count."""
+    args = loop.iter.args
+    stop = args[1] if len(args) >= 2 else args[0]
+    known = _constant(stop, context)
+    if known is not None:
+        return max(0, min(known, UNROLL))
+    names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
+    if isinstance(stop, ast.Name) and stop.id in context.int_bounds:
+        return min(context.int_bounds[stop.id], UNROLL)
+    if (isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape"
+            and isinstance(stop.value.value, ast.Name) and stop.value.value.id in context.array_ndims):
+        return 16 if context.array_ndims[stop.value.value.id] == 1 else 4
+    if names and names <= set(context.int_bounds) and len(args) < 2:
+        return UNROLL
+    return UNROLL
+
+
+def _unroll(loop: ast.For, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
+    """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced unroll)."""
     if loop.orelse:
         raise NoSafeForm("a loop with an `else` clause")
     if any(isinstance(n, ast.Break) for n in ast.walk(loop)):
@@ -494,7 +519,7 @@ def _unroll(loop: ast.For, serial: int) -> list[ast.stmt]:
                         comparators=[ast.Name(high, ast.Load())])
     body = [ast.Assign(targets=[ast.Name(loop.target.id, ast.Store())], value=index),
             ast.If(test=guard, body=loop.body, orelse=[])]
-    static = _call(_warp("static"), ast.Constant(UNROLL))
+    static = _call(_warp("static"), ast.Constant(trips))
     return [
         ast.Assign(targets=[ast.Name(low, ast.Store())], value=start),
         ast.Assign(targets=[ast.Name(high, ast.Store())], value=stop),
@@ -517,7 +542,7 @@ def _replace_statement(definition: ast.FunctionDef, old: ast.stmt, new: list[ast
         raise RewriteError("loop not found")
 
 
-def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str) -> SafeForm:
+def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, context: Context) -> SafeForm:
     if not loops:
         raise NoSafeForm(f"no dynamic `for ... in range(...)` loop {why}")
     bodies, depth = 1, {}
@@ -528,13 +553,19 @@ def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str) ->
             raise NoSafeForm("a loop that is not `for ... in range(...)`")
         nested = sum(1 for other in loops if other is not loop and any(n is loop for n in ast.walk(other)))
         depth[id(loop)] = nested
+    trips = {id(loop): _trips(loop, context) for loop in loops}
     for loop in loops:
-        bodies = max(bodies, UNROLL ** (depth[id(loop)] + 1))
-    if bodies > UNROLL_BUDGET:
-        raise NoSafeForm(f"unrolling {len(loops)} nested loops would copy the body {bodies} times")
+        copies = trips[id(loop)]
+        for outer in loops:
+            if outer is not loop and any(n is loop for n in ast.walk(outer)):
+                copies *= trips[id(outer)]
+        bodies = max(bodies, copies)
+    if bodies > min(UNROLL_BUDGET, context.budget):
+        raise NoSafeForm(f"unrolling {len(loops)} loop(s) would copy a body {bodies} times")
+    context.budget -= bodies
     # Innermost first: an outer loop's body then already holds the unrolled inner one.
     for serial, loop in enumerate(sorted(loops, key=lambda l: -depth[id(l)])):
-        _replace_statement(definition, loop, _unroll(loop, serial))
+        _replace_statement(definition, loop, _unroll(loop, f"{serial}_{loop.lineno}", trips[id(loop)]))
     return SafeForm("", f"{len(loops)} dynamic loop(s) {why} made static (unrolled, guarded by the original bounds)",
                     {}, {}, preserves_forward=True)
 
@@ -543,7 +574,8 @@ def _static_enclosing_loops(definition: ast.FunctionDef, block: list[ast.stmt], 
     """WL104: the dynamic loops around the flagged statement become static loops, whose adjoint
     replays every iteration with its own values."""
     loops = [s for s in enclosing(definition, block[index]) if isinstance(s, (ast.For, ast.While))]
-    return _unroll_all(definition, [l for l in loops if _dynamic(l, context)], "around the flagged statement")
+    return _unroll_all(definition, [l for l in loops if _dynamic(l, context)], "around the flagged statement",
+                       context)
 
 
 def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
@@ -569,7 +601,7 @@ def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], in
     loops = [l for l in loops if _dynamic(l, context)]
     outermost = [l for l in loops if not any(o is not l and any(n is l for n in ast.walk(o)) for o in loops)]
     inner = [l for l in loops if l not in outermost]
-    return _unroll_all(definition, outermost + inner, "that feed the flagged use")
+    return _unroll_all(definition, outermost + inner, "that feed the flagged use", context)
 
 
 def _flatten(block: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -329,6 +329,18 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments)
 
 
+def check_argument(name: str, t: Any) -> None:
+    """Raise UnsupportedKernel for a value no synthesized argument can stand for: a struct, an id,
+    a type that is still generic."""
+    if t is wp.uint64:
+        raise UnsupportedKernel(f"{name!r} is a uint64 (a mesh/volume/BVH id: a made-up id crashes the process)")
+    if hasattr(t, "vars") and hasattr(t, "cls"):
+        raise UnsupportedKernel(f"{name!r} is a struct ({t.key})")
+    generic = getattr(wp.types, "type_is_generic", None)
+    if t is typing.Any or (generic is not None and generic(t)):
+        raise UnsupportedKernel(f"{name!r} has a generic type ({getattr(t, '__name__', t)}) that was not instantiated")
+
+
 def _resolve_python_scalar(t: Any) -> Any:
     return {float: wp.float32, int: wp.int32, bool: wp.bool}.get(t, t)
 
