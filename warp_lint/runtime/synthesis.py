@@ -58,6 +58,8 @@ class KernelFacts:
     subscripted: dict[str, int] = dataclasses.field(default_factory=dict)  # param -> most indices seen
     vector_like: set[str] = dataclasses.field(default_factory=set)  # params used as vectors
     struct_like: set[str] = dataclasses.field(default_factory=set)  # params whose named fields are read
+    # Integer arrays compared with 0 or -1: -1 ends a chain (`while c >= 0: c = next[c]`, parents).
+    sentinels: set[str] = dataclasses.field(default_factory=set)
     tiles: bool = False  # a tile kernel: needs wp.launch_tiled
     literals: list[float] = dataclasses.field(default_factory=list)  # numbers compared against
 
@@ -102,7 +104,9 @@ def kernel_facts(source: str) -> KernelFacts:
             targets, value = [statement.target], statement.value
         flowing = sources(value)
         for target in targets:
-            for name in ast.walk(target):
+            # Names bound by the statement: `a = ...`, `a, b = ...`; not the index of `out[i] = ...`.
+            bound = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
+            for name in bound:
                 if isinstance(name, ast.Name) and name.id not in params:
                     local_sources[name.id] = local_sources.get(name.id, set()) | flowing
 
@@ -112,6 +116,12 @@ def kernel_facts(source: str) -> KernelFacts:
             facts.tid_arity = max(facts.tid_arity, len(target.elts) if isinstance(target, (ast.Tuple, ast.List)) else 1)
         elif _callee(node) == "tid":
             facts.tid_arity = max(facts.tid_arity, 1)
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if any(_sentinel(o) for o in operands):
+                for operand in operands:
+                    if not _sentinel(operand):
+                        facts.sentinels |= sources(operand)
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
             facts.divisors |= sources(node.right)
         name = _callee(node)
@@ -143,6 +153,13 @@ def kernel_facts(source: str) -> KernelFacts:
                         and isinstance(index.right, ast.Constant) and index.right.value == 1):
                     facts.monotone.add(array)
     return facts
+
+
+def _sentinel(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and node.value in (0, -1) and not isinstance(node.value, (bool, float)):
+        return True
+    return (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant)
+            and node.operand.value == 1)
 
 
 def comparison_literals(tree: ast.AST) -> list[float]:
@@ -278,6 +295,7 @@ class ArgumentSpec:
     nonzero: bool = False  # a divisor or stride
     distinct: bool = False  # indexes elements: no repeats within a row / a launch
     monotone: bool = False  # offsets: non-decreasing
+    chain: bool = False  # -1 terminated links (parents, next pointers): every chain ends
 
 
 @dataclasses.dataclass
@@ -298,7 +316,8 @@ class LaunchPlan:
             notes.append("one thread: the kernel never calls wp.tid()")
         for spec in self.arguments:
             traits = [t for t, on in (("non-zero", spec.nonzero), ("distinct indices", spec.distinct),
-                                      ("non-decreasing", spec.monotone)) if on]
+                                      ("non-decreasing", spec.monotone),
+                                      ("-1 terminated chains (each entry points to an earlier one)", spec.chain)) if on]
             if spec.kind in ("int", "int-array") and (traits or spec.is_index):
                 traits.append(f"below {spec.bound}")
                 notes.append(f"{spec.name}: {', '.join(traits)}")
@@ -325,6 +344,7 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
             spec.bound = min(extents)
         spec.nonzero = spec.name in facts.divisors
         spec.monotone = spec.name in facts.monotone and spec.kind == "int-array"
+        spec.chain = spec.name in facts.sentinels and spec.kind == "int-array" and not spec.monotone
     arity = facts.tid_arity
     return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments)
 
@@ -413,6 +433,11 @@ def _integers(spec: ArgumentSpec, rng: np.random.Generator, shape: tuple[int, ..
     low = 1 if spec.nonzero else 0
     bound = max(spec.bound, low + 1)
     size = int(np.prod(shape))
+    if spec.chain:
+        # Entry k points to an earlier entry or is -1: following the links always ends.
+        values = np.array([-1 if k == 0 or rng.random() < 0.3 else int(rng.integers(0, min(k, bound)))
+                           for k in range(size)])
+        return values.reshape(shape)
     if spec.monotone:
         steps = rng.integers(0, 2, size=size)
         steps[0] = 0
