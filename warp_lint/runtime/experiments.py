@@ -393,7 +393,7 @@ class FileSession:
                         continue
                     if name in built.kernels:
                         item.kernels[role] = built.kernels[name]
-                    elif name in built.errors:
+                    if name in built.errors:
                         item.build_errors[role] = built.errors[name]
                     if name in built.substituted:
                         item.substituted.add(role)
@@ -473,7 +473,7 @@ class FileSession:
                           overrides: dict[str, np.ndarray] | None = None) -> tuple[list[int], float | None]:
         """Launch the instrumented copy on the draw's arrays (restored first): (counters, tap)."""
         draw.launch.restore(overrides)
-        hits = wp.zeros(2 * prepared.slots, dtype=wp.int32, device=self.device)
+        hits = wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device)
         extra = [hits]
         tap = None
         if prepared.cover_probes and "cover" not in prepared.substituted:
@@ -484,7 +484,8 @@ class FileSession:
         wp.launch(prepared.kernels["cover"], dim=plan.dim, inputs=[*draw.launch.args, *extra], device=self.device)
         wp.synchronize_device(self.device)
         counters = hits.numpy()
-        mine = [int(counters[2 * prepared.slot + rewrite.HITS_RAN]), int(counters[2 * prepared.slot + rewrite.HITS_SINGULAR])]
+        base = rewrite.HITS_PER_SLOT * prepared.slot
+        mine = [int(counters[base + k]) for k in range(rewrite.HITS_PER_SLOT)]
         return mine, (None if tap is None else float(tap.numpy()[prepared.slot]))
 
     def _count_hits(self, prepared: Prepared, plan: LaunchPlan, draw: Draw) -> list[int] | None:
@@ -554,15 +555,23 @@ class FileSession:
 
         chosen.result = self._compare(chosen, nondet_tol)
         draws = [chosen]
-        # A disagreement goes to its counterfactual at once; agreement needs more draws.
+        # A disagreement goes to its counterfactual at once; agreement needs more draws. A draw
+        # where finite differences do not converge (a kink of the function right there) is
+        # replaced by another of the same fill.
         if not any(p.status == "fail" for p in chosen.result.pairs):
-            for _ in range(RUNS_PER_FILL - 1):
-                for _ in range(RESAMPLES):
-                    draw = self._make_draw(prepared, plan, chosen.fill, rng)
-                    if draw.finite and draw.ran:
-                        draw.result = self._compare(draw, nondet_tol)
-                        draws.append(draw)
-                        break
+            wanted, budget = RUNS_PER_FILL, RUNS_PER_FILL * RESAMPLES
+            while len([d for d in draws if _smooth(d)]) < wanted and budget > 0:
+                budget -= 1
+                draw = self._make_draw(prepared, plan, chosen.fill, rng)
+                if not (draw.finite and draw.ran):
+                    continue
+                draw.result = self._compare(draw, nondet_tol)
+                draws.append(draw)
+                if any(p.status == "fail" for p in draw.result.pairs):
+                    break
+            smooth = [d for d in draws if _smooth(d)]
+            if smooth and not any(p.status == "fail" for d in draws for p in d.result.pairs):
+                draws = smooth[:wanted]
         evidence.update(
             precision=chosen.result.precision,
             criterion=chosen.result.to_dict()["criterion"],
@@ -818,11 +827,16 @@ class FileSession:
             return {"measured": False, "why": why}
 
         def run(probe: float, overrides: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], float]:
-            _, tap = self._run_instrumented(prepared, plan, draw, probe, overrides)
+            counters, tap = self._run_instrumented(prepared, plan, draw, probe, overrides)
+            run.unprobed = counters[rewrite.HITS_UNPROBED]
             values = {n: draw.launch.slots[n].array.numpy().astype(np.float64).ravel().copy() for n in draw.outputs}
             return values, tap
 
         plus, tap_plus = run(PROBE_STEP)
+        if run.unprobed:
+            draw.launch.restore()
+            return {"measured": False, "why": f"the value {prepared.probed} is of a type the probe cannot scale "
+                                              "(an integer, a transform, a struct...)"}
         minus, _ = run(-PROBE_STEP)
         reach = max(float(np.max(np.abs(plus[n] - minus[n]), initial=0.0)) / (2 * PROBE_STEP) for n in draw.outputs)
         tolerance = DEFAULT_TOLERANCES[precision_of(draw.launch, draw.inputs + draw.outputs)]
@@ -897,6 +911,10 @@ def _bounds(prepared: Prepared) -> dict[str, dict[str, int]]:
         elif t in (int, wp.int32, wp.int64, wp.uint32):
             ints[name] = LAUNCH_EXTENT
     return {"int_bounds": ints, "array_ndims": ndims}
+
+
+def _smooth(draw: Draw) -> bool:
+    return draw.result is not None and not any(p.status == "fd-not-converged" for p in draw.result.pairs)
 
 
 def _has_probe(prepared: Prepared) -> bool:

@@ -313,7 +313,8 @@ def build_pieces(prefix: str, pieces: list[Piece], namespace: dict[str, Any], ex
             return _build_one_by_one(prefix, active, namespace, extra_globals, directory, options, device,
                                      errors, substituted, names)
         for piece in active:
-            errors.pop(piece.name, None)
+            if piece.name not in substituted:
+                errors.pop(piece.name, None)  # (a substituted piece keeps why its first form failed)
         return Built(kernels, errors, substituted, names)
     return Built({}, errors, substituted, names)
 

@@ -24,11 +24,12 @@ import dataclasses
 from collections.abc import Iterator
 
 WARP_ALIAS = "_wl_wp"
-HITS_PARAM = "_wl_hits"  # int32[2 per slot]: flagged statement ran, singular point reached
+HITS_PARAM = "_wl_hits"  # int32[3 per slot]: statement ran, singular point reached, value not probed
 PROBE_PARAM = "_wl_probe"  # float32[1 per slot], zero: the flagged value is scaled by (1 + probe)
 TAP_PARAM = "_wl_tap"  # float32[1 per slot]: the flagged value, summed over executions
 SHADOW_PARAM = "_wl_shadow"  # prefix of the array a redirected in-place write goes to (per array)
-HITS_RAN, HITS_SINGULAR = 0, 1
+HITS_RAN, HITS_SINGULAR, HITS_UNPROBED = 0, 1, 2
+HITS_PER_SLOT = 3
 
 # Unroll bound of the static-loop safe form: the synthesized inputs never make a loop run longer
 # (arrays hold at most 16 elements per dimension, counts are 4). A loop that would is caught by the
@@ -159,7 +160,8 @@ def _is_constant(node: ast.expr) -> bool:
 
 def _through(value: ast.expr, slot: int) -> ast.Call:
     probe = ast.Subscript(value=ast.Name(PROBE_PARAM, ast.Load()), slice=ast.Constant(slot), ctx=ast.Load())
-    return _call("_wl_through", value, probe, ast.Name(TAP_PARAM, ast.Load()), ast.Constant(slot))
+    return _call("_wl_through", value, probe, ast.Name(TAP_PARAM, ast.Load()), ast.Constant(slot),
+                 ast.Name(HITS_PARAM, ast.Load()))
 
 
 def _probe_statement(statement: ast.stmt, slot: int) -> tuple[list[ast.stmt], str] | None:
@@ -229,11 +231,11 @@ def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str
         block = _block_of(definition, statement)
         index = next(i for i, s in enumerate(block) if s is statement)
         hits = ast.Name(HITS_PARAM, ast.Load())
-        inserted: list[ast.stmt] = [ast.Expr(_call(_warp("atomic_add"), hits, ast.Constant(2 * slot + HITS_RAN),
-                                                   ast.Constant(1)))]
+        inserted: list[ast.stmt] = [ast.Expr(_call(_warp("atomic_add"), hits,
+                                                   ast.Constant(HITS_PER_SLOT * slot + HITS_RAN), ast.Constant(1)))]
         for check in singular_operands(statement, singular) if singular else []:
             inserted.append(ast.Expr(_call(_warp("atomic_add"), copy.deepcopy(hits),
-                                           ast.Constant(2 * slot + HITS_SINGULAR), check)))
+                                           ast.Constant(HITS_PER_SLOT * slot + HITS_SINGULAR), check)))
         replacement: list[ast.stmt] = [statement]
         probed[slot] = None
         if probe:
@@ -586,7 +588,9 @@ def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], in
     loops: list[ast.stmt] = []
     # Walk the function's statements before the flagged one, last first, growing the set of
     # names the flagged use depends on.
-    ordered = [s for s in _flatten(definition.body) if s.lineno < statement.lineno]
+    # Statements an earlier rewrite inserted have no line: they are warp-lint's, never a loop to unroll.
+    ordered = [s for s in _flatten(definition.body) if getattr(s, "lineno", None) is not None
+               and s.lineno < statement.lineno]
     around = {id(s) for s in enclosing(definition, statement)}
     for earlier in reversed(ordered):
         if isinstance(earlier, (ast.For, ast.While)):
@@ -709,9 +713,19 @@ def _wl_sqrt_guarded(q: _wl_Any):
 
 _THROUGH = '''
 @_wl_wp.func
-def _wl_through(value: {annotation}, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int):
+def _wl_through(value: {annotation}, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
+                hits: _wl_wp.array(dtype=_wl_wp.int32)):
     {accumulate}
     return value * {scalar}(1.0 + s)
+'''
+
+# Any other type (integers, transforms, structs...): passed on as it is, and counted as not probed.
+_THROUGH_OTHERS = '''
+@_wl_wp.func
+def _wl_through(value: _wl_Any, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
+                hits: _wl_wp.array(dtype=_wl_wp.int32)):
+    _wl_wp.atomic_add(hits, k * 3 + 2, 1)
+    return value
 '''
 
 _SCALARS = ("float16", "float32", "float64")
@@ -736,4 +750,5 @@ def through_helpers() -> str:
                       "    _wl_wp.atomic_add(tap, k, t)")
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.matrix(shape=(_wl_Any, _wl_Any), dtype=_wl_wp.{scalar})",
                                      scalar=cast, accumulate=sum_matrix))
+    parts.append(_THROUGH_OTHERS)
     return "".join(parts)
