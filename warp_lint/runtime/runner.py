@@ -368,11 +368,14 @@ def confirm_findings(
                  "detail": f"no runtime strategy warp-lint knows in {finding.data.get('strategy')!r}"},
                 warp_version=_installed_warp_version(), device=device)
             continue
-        if not request["kernel"] and not request["replay_plan"]:
+        # A host finding (its hazard lies in the order of launches) names the kernel it launches,
+        # but one kernel's experiment says nothing of it: it needs its launch sequence replayed.
+        if (finding.data.get("host") or not request["kernel"]) and not request["replay_plan"]:
             finding.confirmation = _confirmation(
                 {"status": Status.INCONCLUSIVE, "reason": Reason.NOT_IMPORTABLE,
-                 "detail": "the finding names no kernel, and no launch plan to replay the host sequence "
-                           "(data['replay_plan']); run the program under `warp-lint trace -- COMMAND` to observe it"},
+                 "detail": "a host-side hazard lives in the order of launches, and the finding carries no launch "
+                           "plan to replay (data['replay_plan']); run the program under `warp-lint trace -- COMMAND` "
+                           "to observe it"},
                 warp_version=_installed_warp_version(), device=device)
             continue
         by_file.setdefault(os.path.realpath(finding.path), []).append(planned)
