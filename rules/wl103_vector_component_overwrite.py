@@ -39,7 +39,8 @@ class VectorComponentOverwrite(Rule):
     module option of that name is set before the kernel is defined.
 
     ## Confirmation
-    gradcheck.
+    gradcheck; confirmed when rebuilding the component write as a new value removes the
+    disagreement.
     """
 
     code = "WL103"

@@ -62,3 +62,16 @@ def test_a_kernel_without_tid_runs_one_thread(warp_in_process):
     plan = plan_launch([("x", wp.array(dtype=float)), ("out", wp.array(dtype=float))], facts)
     assert plan.dim == (1,)
     assert "one thread: the kernel never calls wp.tid()" in plan.describe_domain()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_integer_vectors_are_indices_too(warp_in_process, device):
+    wp = warp_in_process
+    source = ("def k(pairs: wp.array(dtype=wp.vec2i), x: wp.array(dtype=float), out: wp.array(dtype=float)):\n"
+              "    i = wp.tid()\n    p = pairs[i]\n    out[i] = x[p[0]] * x[p[1]]\n")
+    plan = plan_launch([("pairs", wp.array(dtype=wp.vec2i)), ("x", wp.array(dtype=float)),
+                        ("out", wp.array(dtype=float))], kernel_facts(source))
+    pairs, _, _ = make_arguments(plan, Fill("default"), np.random.default_rng(0), device)
+    values = pairs.numpy()
+    assert pairs.dtype == wp.vec2i and values.shape == (16, 2)
+    assert values.min() >= 0 and values.max() < 16

@@ -287,7 +287,7 @@ class ArgumentSpec:
     """What to pass for one kernel argument."""
 
     name: str
-    kind: str  # "float-array" | "int-array" | "bool-array" | "float" | "int" | "bool" | "float-value"
+    kind: str  # "float-array" | "int-array" | "bool-array" | "int" | "bool" | "float-value" | "int-value"
     warp_type: Any  # dtype for arrays, the scalar/vector type otherwise
     ndim: int = 0
     is_index: bool = False
@@ -378,7 +378,7 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
         dtype = _resolve_python_scalar(dtype)
         if float_precision(dtype):
             return ArgumentSpec(name, "float-array", dtype, ndim=array.ndim)
-        if dtype in _INT_SCALARS:
+        if dtype in _INT_SCALARS or scalar_type_of(dtype) in _INT_SCALARS:  # int32, vec2i, ...
             return ArgumentSpec(name, "int-array", dtype, ndim=array.ndim)
         if dtype is wp.bool:
             return ArgumentSpec(name, "bool-array", dtype, ndim=array.ndim)
@@ -398,6 +398,8 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
         return ArgumentSpec(name, "bool", t)
     if t in _FLOAT_SCALARS or float_precision(t):
         return ArgumentSpec(name, "float-value", t)
+    if hasattr(t, "_shape_") and scalar_type_of(t) in _INT_SCALARS:
+        return ArgumentSpec(name, "int-value", t)
     raise UnsupportedKernel(f"argument {name!r} has type {getattr(t, '__name__', t)}")
 
 
@@ -478,7 +480,11 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
             values.append(wp.array(data, dtype=spec.warp_type, shape=shape, device=device))
         elif spec.kind == "int-array":
             shape = _array_shape(spec)
-            values.append(wp.array(_integers(spec, rng, shape), dtype=spec.warp_type, device=device))
+            dtype_shape = tuple(getattr(spec.warp_type, "_shape_", ()))
+            values.append(wp.array(_integers(spec, rng, shape + dtype_shape), dtype=spec.warp_type, shape=shape,
+                                   device=device))
+        elif spec.kind == "int-value":
+            values.append(spec.warp_type(*[int(v) for v in rng.integers(0, LAUNCH_EXTENT, int(spec.warp_type._length_))]))
         elif spec.kind == "bool-array":
             shape = _array_shape(spec)
             values.append(wp.array(rng.integers(0, 2, size=shape).astype(bool), dtype=spec.warp_type, device=device))
