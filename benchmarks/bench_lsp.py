@@ -134,7 +134,7 @@ async def bench_server(path: Path, text: str, repeats: int, debounce: float) -> 
 def bench_in_process(path: Path, text: str, repeats: int) -> list[float]:
     from pygls.workspace import PositionCodec
 
-    from warp_lint.cli import Options
+    from warp_lint.options import Options
     from warp_lint.lsp import _default_arguments, lint_buffer
 
     settings = Options(_default_arguments(), None).settings_for(path)

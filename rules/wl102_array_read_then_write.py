@@ -1,11 +1,10 @@
 from __future__ import annotations
 
-import libcst as cst
-
 from warp_lint.context import FileContext
-from warp_lint.cst_walk import mentions_name, signed_terms
-from warp_lint.kernels import ArrayAccess, FunctionModel, gradient_free
+from warp_lint.dataflow import Use, dataflow_of
+from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.rule import Example, Rule
+from warp_lint.same_element import may_touch_same_element
 
 
 class ArrayReadThenWrite(Rule):
@@ -18,6 +17,14 @@ class ArrayReadThenWrite(Rule):
     element, which lower to a read-modify-write. In a loop, a read in one iteration followed by
     the write in the next counts too.
 
+    Only a store that can hit an element read before it is flagged: the index expressions are
+    compared, and elements are told apart only when provably different (`i` and `i + 1`, `2 * i`
+    and `2 * i + 1`, with `i` the same thread index or loop counter). So `prods[i + 1] = x[i] *
+    prods[i]` in a `range` loop (each element read after it was written, never written after it
+    was read) is not flagged, while `a[i] = a[i + 1] * a[i + 1]` is (`a[i + 1]` is read in one
+    iteration and overwritten in the next). An index that is computed, read from an array, or
+    assigned more than once may be any element.
+
     ## Why is this bad?
     Warp's backward pass replays the forward reads from memory. Once the kernel has overwritten
     the array, the replayed read sees the new value, and every gradient that depends on it is
@@ -26,16 +33,30 @@ class ArrayReadThenWrite(Rule):
     operator (`a[i] = a[i] * g[i]`) and reports `*=` only at debug log level.
 
     `+=`/`-=` on array elements and `wp.atomic_add`/`wp.atomic_sub` are accumulations, which Warp
-    differentiates correctly: they are not flagged. `a[i] = a[i] + e` (with `a` not in `e`) was
-    wrong only before Warp 1.13, which double counted it. Writing first and reading later is fine,
-    and so is scaling in place by a value that carries no gradient (`a[i] = a[i] * damping` with
-    `damping` a scalar argument or a literal): the derivative does not depend on the replayed value.
+    differentiates correctly: they are not flagged. Writing first and reading later is fine. When
+    every use of what was read is linear (sums, differences, copies, casts, component reads,
+    vector constructors, `wp.add`, scalings by a value without gradient: `a[i] = a[i] + e`,
+    `v = a[i]; a[i] = 0.5 * v - b[i]`, `out[i] = 3.0 * a[i]` then `a[i] = b[i] * b[i]`), the
+    backward pass never needs the replayed value: that is right from Warp 1.13, and before that
+    the store does not cut the old value's gradient, which is counted twice. A use that needs it
+    (a product with a value that carries gradient, a division by it, a nonlinear builtin, a helper
+    call, a comparison deciding a branch) makes the store wrong on every version; the message
+    names it. A linear update of one component or field (`p = particles[i]; particles[i].vel =
+    p.vel + f[i] * dt`) is left to WL101, whose store dropped the gradient before 1.14.
 
     ## Fix safety
     No automatic fix: write the result to a separate output array (or accumulate with `+=`).
 
     ## Warp versions
-    All versions; the additive form `a[i] = a[i] + e` only `<1.13`.
+    All versions; where every use of the read is linear, only `<1.13`. Measured on 1.19.0 (CPU,
+    float64): right for `v = a[i]; a[i] = v + b[i] * b[i]`, `a[i] = wp.add(a[i], b[i])`,
+    `a[i] = 0.5 * a[i] - b[i]` and `out[i] = 3.0 * a[i] + b[i]` then `a[i] = b[i] * b[i]`; wrong for
+    `out[i] = a[i] * a[i]` then `a[i] = b[i]`, for `a[i] = a[i] * b[i]`, and for a branch on
+    `v = a[i]` before `a[i] = 0.0`. Also measured (AD against finite differences): `a[i] = a[i] * damping` and `v = a[i]; a[i] = v * damping` give AD 2.16 for FD 1.02
+    on 1.4.2 and 1.12.1 and match on 1.13.0 and 1.19.0, as does `v = a[i]; a[i] = v + x[i] * x[i]`;
+    `prods[i + 1] = x[i] * prods[i]` in a dynamic loop matches on 1.4.2, 1.12.1 through 1.14.0 and
+    1.19.0, while `a[i] = a[i + 1] * a[i + 1]` in a `range(n)` loop is wrong on all of them (AD 9.10
+    for FD 3.41) and `p = particles[i]; particles[i].vel = wp.cw_mul(p.vel, f[i])` too.
 
     ## Confirmation
     gradcheck (the in-place array is restored from a snapshot before every evaluation); a
@@ -50,6 +71,16 @@ class ArrayReadThenWrite(Rule):
     safe_form = "redirect-write"
 
     VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def read_linearly_then_overwrite(a: wp.array(dtype=float), b: wp.array(dtype=float),
+                                             out: wp.array(dtype=float)):
+                i = wp.tid()
+                out[i] = 3.0 * a[i] + b[i]
+                a[i] = b[i] * b[i]
+            """, target=">=1.13"),
         Example("""
             import warp as wp
 
@@ -91,9 +122,39 @@ class ArrayReadThenWrite(Rule):
             def scale_in_place(a: wp.array(dtype=float), damping: float):
                 i = wp.tid()
                 a[i] = a[i] * damping
+            """, target=">=1.13"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def prefix_products(x: wp.array(dtype=float), n: int, prods: wp.array(dtype=float)):
+                prods[0] = 1.0
+                for i in range(n):
+                    prods[i + 1] = x[i] * prods[i]
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def shift_down(a: wp.array(dtype=float), n: int):
+                for i in range(n - 1, -1, -1):
+                    a[i] = a[i + 1] * a[i + 1]
+            """, target=">=1.13"),
     ]
     INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def clip_and_reset(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                v = a[i]
+                if v > 1.0:
+                    out[i] = b[i] * 2.0
+                else:
+                    out[i] = b[i]
+                a[i] = 0.0
+            """),
         Example("""
             import warp as wp
 
@@ -141,6 +202,14 @@ class ArrayReadThenWrite(Rule):
                 i = wp.tid()
                 a[i] = a[i] + x[i] * x[i]
             """, target="<1.13"),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def shift_up(a: wp.array(dtype=float), n: int):
+                for i in range(n):
+                    a[i] = a[i + 1] * a[i + 1]
+            """),
     ]
 
     def check(self, context: FileContext) -> None:
@@ -154,17 +223,27 @@ class ArrayReadThenWrite(Rule):
                 if not function.arrays[write.array].type.differentiable:
                     continue  # integer arrays carry no gradient
                 read = _earlier_read(function, write)
-                if read is None or _scaled_by_a_constant(context, function, write, read):
+                if read is None:
                     continue
+                needed = _needed(context, function, write)
+                before_1_13 = needed is None
+                if before_1_13 and write.component is not None:
+                    continue  # a component store: its hazard is WL101's, whose versions (<1.14) hold these
                 reported.add(id(write.node))
-                self._report(context, function, write, read)
+                self._report(context, function, write, read, needed)
 
-    def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> None:
+    def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess,
+                needed: Use | str | None) -> None:
         array = write.array
         where = f"`{array}[{write.index}]`" if write.index else f"`{array}`"
         if write.via:
             where = f"`{array}` (through `{write.via}()`)"
-        if write.operator:
+        before_1_13 = needed is None
+        if before_1_13:
+            message = (f"{where} is overwritten after a read of `{array}` that the kernel uses only linearly (adds,"
+                       f" copies, scales by values without gradient): before Warp 1.13 the store does not cut the"
+                       f" old value's gradient, which is counted twice; write the result to a separate array")
+        elif write.operator:
             message = (f"{where} {write.operator} ... reads and overwrites `{array}` in place: the backward pass"
                        f" replays the read from overwritten memory; write the result to a separate array")
         elif read.statement is write.statement and not read.via:
@@ -175,60 +254,36 @@ class ArrayReadThenWrite(Rule):
             via = f" (through `{read.via}()`)" if read.via else ""
             message = (f"{where} is written after `{array}` was read on line {line}{via}: the backward pass replays"
                        f" that read from overwritten memory; write the result to a separate array")
-        additive = _additive_update(function, write, read)
-        context.report(self, write.node, message, affected_versions="<1.13" if additive else None,
+        if isinstance(needed, Use) and needed.how:
+            line = context.position(needed.statement)[0].line
+            what = "the value read" if needed.name == "@" + array else f"`{needed.name}`, computed from it,"
+            message = message.replace(": the backward pass", f" ({what} is {needed.how} on line {line}, so its"
+                                      " adjoint needs the value): the backward pass", 1)
+        context.report(self, write.node, message, affected_versions="<1.13" if before_1_13 else None,
                        data=function.runtime_data())
 
 
+def _needed(context: FileContext, function: FunctionModel, write: ArrayAccess) -> Use | str | None:
+    """Why the backward pass needs the values the kernel read from the element before overwriting
+    it: a use of them whose adjoint reads them (a product with an active value, a nonlinear call, a
+    branch), or "helper" when a helper reads it; None when every use is linear (measured right on
+    Warp 1.19: `v = a[i]; a[i] = v + e`, `a[i] = 0.5 * a[i] - b[i]`, `a[i] = wp.add(a[i], b[i])`)."""
+    reads = [read for read in function.reads(write.array) if read.order != write.order
+             and may_touch_same_element(function, read, write)]
+    if any(read.via for read in reads):
+        return "helper"
+    flow = dataflow_of(function, context.names)
+    if write.operator in ("*=", "/=") and not flow.free(write.statement.value):
+        return "in place"  # `a[i] *= g[i]`: the adjoint multiplies by the replayed value
+    if write.operator and write.operator not in ("+=", "-=", "*=", "/="):
+        return "in place"
+    return flow.needing_use_of_reads(write.array, {id(read.node) for read in reads}, write.component)
+
+
 def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | None:
-    reads = function.reads(write.array)
-    for read in reads:
-        if read.order < write.order:
-            return read
-    for loop in function.loops:  # a read later in the body runs before the next iteration's write
-        if loop.start_order <= write.order <= loop.end_order:
-            for read in reads:
-                if write.order < read.order <= loop.end_order:
-                    return read
-    return None
-
-
-def _sole_read_in_the_store(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> bool:
-    """A plain `a[...] = <value>` whose value holds the kernel's only earlier read of `a`."""
-    statement = write.statement
-    if not isinstance(statement, cst.Assign) or write.via or write.operator:
-        return False
-    earlier = [r for r in function.reads(write.array) if r.order < write.order]
-    return earlier == [read] and read.statement is statement
-
-
-def _scaled_by_a_constant(context: FileContext, function: FunctionModel, write: ArrayAccess,
-                          read: ArrayAccess) -> bool:
-    """`a[i] = a[i] * c`, `c * a[i]`, `a[i] / c` or `-a[i]` with `c` carrying no gradient: the
-    derivative is `c` whatever value the replay reads, so the gradient is right (the runtime checker
-    clears it: measured on 1.19)."""
-    if not _sole_read_in_the_store(function, write, read):
-        return False
-    value = write.statement.value
-    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
-        return value.expression is read.node
-    if not isinstance(value, cst.BinaryOperation):
-        return False
-    if isinstance(value.operator, cst.Multiply):
-        other = value.right if value.left is read.node else value.left if value.right is read.node else None
-    elif isinstance(value.operator, cst.Divide) and value.left is read.node:
-        other = value.right
-    else:
-        return False
-    return other is not None and gradient_free(function, other, context.names)
-
-
-def _additive_update(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> bool:
-    """`a[i] = a[i] + e` with `a` nowhere in `e`, and no other read of `a` before: wrong only before 1.13."""
-    if not _sole_read_in_the_store(function, write, read):
-        return False
-    terms = signed_terms(write.statement.value)
-    own = [sign for sign, term in terms if term is read.node]
-    others = [term for _, term in terms if term is not read.node]
-    return own == [1] and not any(mentions_name(term, write.array) for term in others)
+    """The first read of the written element that can run before the write: earlier in the body, or
+    later in a loop around both (the previous iteration's). A helper call's own read and write of
+    an array share the call's order: the helper reports its own read-then-write."""
+    reads = [read for read in function.reads(write.array) if read.order != write.order]
+    return next((read for read in reads if may_touch_same_element(function, read, write)), None)
 

@@ -3,9 +3,11 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
+from warp_lint.dataflow import dataflow_of
 from warp_lint.cst_walk import mentions_name
-from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding
+from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
+from warp_lint.same_element import may_touch_again
 from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
 
 OPTION = "enable_vector_component_overwrites"
@@ -23,7 +25,12 @@ class VectorComponentOverwrite(Rule):
     `v = vel[i]; v.y = 0.0`). Both `v[0]` and `v.x` forms.
 
     Safe, not flagged: a local from a default or all-literal constructor (`wp.vec3()`,
-    `wp.vec3(0.0, 0.0, 0.0)`) with each component assigned once, and `+=`/`-=` on components.
+    `wp.vec3(0.0, 0.0, 0.0)`) with each component assigned once, and `+=`/`-=` on components. A
+    write in an unrolled loop whose iterations write different components (`m[i, i] = d[i] * k` in
+    `for i in range(3)`, the index compared as WL102 compares array indices) assigns each component
+    once, so on a constant matrix it is safe too; a second loop over the same diagonal
+    (`m[i, i] = m[i, i] + r[i]`) is then the hazard, and only it is flagged. In a dynamic loop
+    such a write is flagged whatever its index: its gradient is lost.
 
     ## Why is this bad?
     From Warp 1.7.0 a component assignment mutates the local in place and its adjoint does not
@@ -36,7 +43,15 @@ class VectorComponentOverwrite(Rule):
 
     ## Warp versions
     `>=1.7`. Not reported where `wp.config.enable_vector_component_overwrites = True` or the
-    module option of that name is set before the kernel is defined.
+    module option of that name is set before the kernel is defined. Measured on a `wp.mat33` of
+    zeros: `for i in range(3): m[i, i] = d[i] * k` matches finite differences on 1.4.2, 1.12.1,
+    1.13.0, 1.14.0 and 1.19.0; a second loop `m[i, i] = m[i, i] + r[i]` doubles the gradient of
+    `d` (AD 11.94 for FD 5.97) on 1.12.1 through 1.19.0 and matches on 1.4.2; the first loop alone
+    as `range(n)`, a dynamic loop, gives `d` and `r` a zero gradient on every one of them. On
+    1.19.0 (float64, against central differences): a swap of two components (`t = e[0]; e[0] =
+    e[1]; e[1] = t`, as an eigenvalue sort does), a Jacobi rotation of two matrix rows
+    (`vt[0] = c * v_i - s * v_j`) and `r[1] = 0.0` on an active vector are wrong; a constant
+    `wp.spatial_vector()` whose slots are set in the two arms of an `if` in an unrolled loop is right.
 
     ## Confirmation
     gradcheck; confirmed when rebuilding the component write as a new value removes the
@@ -82,8 +97,46 @@ class VectorComponentOverwrite(Rule):
                 v.y = 0.0
                 out[i] = v
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def diagonal(d: wp.array(dtype=float), k: float, out: wp.array(dtype=wp.mat33)):
+                tid = wp.tid()
+                m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+                for i in range(3):
+                    m[i, i] = d[i] * k
+                out[tid] = m
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def active_slots(x: wp.array(dtype=float), dim: int, out: wp.array(dtype=wp.spatial_vector)):
+                i = wp.tid()
+                result = wp.spatial_vector()
+                for slot in range(6):
+                    if slot < dim:
+                        result[slot] = x[i] * x[slot]
+                    else:
+                        result[slot] = 0.0
+                out[i] = result
+            """),
     ]
     INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def sort_pair(x: wp.array(dtype=float), out: wp.array(dtype=wp.vec2)):
+                i = wp.tid()
+                e = wp.vec2(x[i] * x[i], x[i + 1])
+                if e[0] < e[1]:
+                    t = e[0]
+                    e[0] = e[1]
+                    e[1] = t
+                out[i] = e
+            """),
         Example("""
             import warp as wp
 
@@ -125,21 +178,51 @@ class VectorComponentOverwrite(Rule):
                 f[1] *= x[i]
                 out[i] = f
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def diagonal(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float,
+                         out: wp.array(dtype=wp.mat33)):
+                tid = wp.tid()
+                m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+                for i in range(3):
+                    m[i, i] = d[i] * k
+                for i in range(3):
+                    m[i, i] = m[i, i] + r[i]
+                out[tid] = m
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def diagonal(d: wp.array(dtype=float), k: float, n: int, out: wp.array(dtype=wp.mat33)):
+                tid = wp.tid()
+                m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+                for i in range(n):
+                    m[i, i] = d[i] * k
+                out[tid] = m
+            """),
     ]
 
     def check(self, context: FileContext) -> None:
         for function in context.kernels.functions:
             if not function.differentiable or context.options.value(OPTION, function.top_level_index, False) is True:
                 continue
-            assigned: dict[tuple[str, int], set[str]] = {}
+            assigned: dict[tuple[str, int], list[ComponentWrite]] = {}
             containers = _local_containers(context, function)
+            flow = dataflow_of(function, context.names)
             for write in function.component_writes:
                 if write.is_field or write.operator in ("+=", "-=") or write.name in containers:
                     continue
+                if not flow.carries_gradient(write.name):
+                    continue  # an integer vector, or a value that never reaches an output: no gradient
                 binding = _binding_before(function, write)
-                seen = assigned.setdefault((write.name, id(binding)), set())
-                reason = _hazard(context, function, write, binding, write.component in seen)
-                seen.add(write.component)
+                earlier = assigned.setdefault((write.name, id(binding)), [])
+                repeated = any(e.component == write.component and not mutually_exclusive(e.branches, write.branches)
+                               for e in earlier)
+                reason = _hazard(context, function, write, binding, repeated)
+                earlier.append(write)
                 if reason:
                     spelled = (f"{write.name}.{write.component}" if write.component.isidentifier()
                                else f"{write.name}[{write.component}]")
@@ -185,13 +268,20 @@ def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | No
     if repeated:
         return "is assigned twice"
     outer_loops = binding.loops if binding else ()
-    if any(loop not in outer_loops for loop in write.loops):
+    if any(loop not in outer_loops and _overwrites_itself(function, write, loop) for loop in write.loops):
         return "is assigned inside a loop on a value defined before it"
     if binding is None:
         return None if write.name not in {p.name for p in function.params} else "overwrites a parameter's component"
     if not _constant_constructor(context, binding.value):
         return "overwrites a component of a value that carries a gradient"
     return None
+
+
+def _overwrites_itself(function: FunctionModel, write: ComponentWrite, loop: Loop) -> bool:
+    """Whether a later iteration of ``loop`` can overwrite what an earlier one wrote. A static loop
+    whose iterations write different components (`m[i, i]` in `for i in range(3)`) overwrites only the
+    value before the loop; a dynamic loop loses even that write's gradient (measured: zero)."""
+    return loop.dynamic or may_touch_again(function, write, loop)
 
 
 def _constant_constructor(context: FileContext, value) -> bool:

@@ -1,27 +1,29 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import ArrayRef, HostEvent, HostScope, TapeRegion
+from warp_lint.project_context import ProjectContext
 from warp_lint.rule import Example, Rule
 
 
 class TapeOverwrite(Rule):
-    """An array read by a launch recorded on a tape is overwritten before `backward()`.
+    """An array read by a launch recorded on a tape is overwritten while the tape records.
 
     ## What it does
-    Inside one tape recording region (and between the region and that tape's `backward()`),
-    flags a write to an array that an earlier recorded launch read: a launch whose kernel writes
-    (or accumulates into) the parameter the array is passed to, `wp.copy(dest=...)`,
-    `arr.assign(...)`, `arr.zero_()` or `arr.fill_(...)`. Also flags one launch that passes the
-    same array to a parameter it reads and to one it writes, and, in a loop inside the region, a
-    write that overwrites what the previous iteration's launch read. Aliases (`q = state.q`,
-    `a, b = b, a`) are followed; a rebinding (`x = wp.zeros(...)`) is a new array. Kernels are
-    resolved in the same file (by name, through `k = kernel` aliases, with `inputs=`/`outputs=`
-    given positionally, by keyword, or as a list bound to a name earlier). Arrays held in the
-    fields of a `@wp.struct` count as arrays: a kernel reading `s.q[i]` of a struct argument
-    `state` reads `state.q`, and a later kernel writing `s.q`, `state.q.zero_()` or a launch given
-    `state.q` directly overwrites it. `wp.utils` reductions, scans and sorts write their output
-    arrays.
+    While a tape records, flags a write to an array that an earlier recorded launch read: a
+    launch whose kernel writes (or accumulates into) the parameter the array is passed to,
+    `wp.copy(dest=...)`, `arr.assign(...)`, `arr.zero_()` or `arr.fill_(...)`. Also flags one
+    launch that passes the same array to a parameter it reads and to one it writes, and, in a loop
+    inside the recording, a write that overwrites what the previous iteration's launch read.
+    The recording is followed through calls, across files: a `with tape:` block that calls
+    `model.step(state_in, state_out)` records the launches `step` makes, with `step`'s parameters
+    bound to the caller's arrays, and a tape kept as `self.tape` records across the methods that
+    a caller runs in turn. The write is reported where it is written, with the read and the calls
+    that lead there as related locations. Aliases (`q = state.q`, `a, b = b, a`) are followed; a
+    rebinding (`x = wp.zeros(...)`) is a new array. Arrays held in the fields of a `@wp.struct`
+    count as arrays: a kernel reading `s.q[i]` of a struct argument `state` reads `state.q`, and a
+    later kernel writing `s.q`, `state.q.zero_()` or a launch given `state.q` directly overwrites
+    it. `wp.utils` reductions, scans and sorts write their output arrays. A write after the
+    recording and before `backward()` is WL211's.
 
     ## Why is this bad?
     `tape.backward()` replays each recorded kernel's forward reads from the arrays as they are at
@@ -52,7 +54,7 @@ class TapeOverwrite(Rule):
     code = "WL201"
     name = "tape-overwrite"
     runtime_strategy = ("overwrite-tracking",)
-    triggers = frozenset({"Tape", "tape", "backward"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -101,6 +103,37 @@ class TapeOverwrite(Rule):
                     for t in range(steps):
                         wp.launch(step, n, inputs=[states[t]], outputs=[states[t + 1]])
             """),
+        # One buffer per step, picked by the step index the caller passes in.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def center(q: wp.array(dtype=wp.vec3), com: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                wp.atomic_add(com, 0, q[i] * 0.1)
+
+            @wp.kernel
+            def loss_of(com: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+                wp.atomic_add(loss, 0, wp.length_sq(com[0]))
+
+            class Example:
+                def __init__(self, steps):
+                    self.coms = [wp.zeros(1, dtype=wp.vec3, requires_grad=True) for _ in range(steps)]
+                    self.q = wp.zeros(10, dtype=wp.vec3, requires_grad=True)
+                    self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+                    self.steps = steps
+
+                def forward_backward(self):
+                    self.tape = wp.Tape()
+                    with self.tape:
+                        for step in range(self.steps):
+                            self.forward(step)
+                    self.tape.backward(self.loss)
+
+                def forward(self, frame):
+                    wp.launch(center, 10, inputs=[self.q], outputs=[self.coms[frame]])
+                    wp.launch(loss_of, 1, inputs=[self.coms[frame], self.loss])
+            """),
     ]
     INVALID = [
         Example("""
@@ -132,21 +165,6 @@ class TapeOverwrite(Rule):
                     q = state.q
                     wp.launch(kernel=square, dim=n, inputs=[q], outputs=[y])
                     wp.launch(square, n, [y], [state.q])
-            """),
-        Example("""
-            import warp as wp
-
-            @wp.kernel
-            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
-                i = wp.tid()
-                y[i] = x[i] * x[i]
-
-            def run(x, y, source, loss):
-                tape = wp.Tape()
-                with tape:
-                    wp.launch(square, 3, inputs=[x], outputs=[y])
-                wp.copy(dest=x, src=source)
-                tape.backward(loss)
             """),
         Example("""
             import warp as wp
@@ -197,29 +215,18 @@ class TapeOverwrite(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             if not scope.regions:
                 continue
-            reported: set[tuple[int, str]] = set()
+            reported: set[tuple[object, str]] = set()
             for region in scope.regions:
                 self._check_window(context, scope, region, reported)
                 self._check_loops(context, scope, region, reported)
 
-    def _window_end(self, scope: HostScope, region: TapeRegion) -> int:
-        """The region's end, or the tape's next `backward()`/`reset()` after it."""
-        if not region.key:
-            return region.end_order
-        for event in scope.events:
-            if event.order > region.end_order and event.kind == "method" and event.key == region.key and \
-                    event.name in ("backward", "reset"):
-                return event.order
-        return region.end_order
-
     def _check_window(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
-        end = self._window_end(scope, region)
         reads: dict[str, tuple[HostEvent, ArrayRef]] = {}
-        for event in scope.events_between(region.start_order, end):
+        for event in scope.events_in(region):
             for write in event.writes:
                 read = reads.get(write.key)
                 if read is not None and not read[0].exclusive_with(event):
@@ -241,7 +248,7 @@ class TapeOverwrite(Rule):
             events = list(scope.events_between(span.start_order, span.end_order))
             for position, event in enumerate(events):
                 for write in event.writes:
-                    if scope.created_in(write.key, span.start_order, span.end_order) or _uses(write.code, span.targets):
+                    if scope.per_iteration(write, span):
                         continue
                     for later in events[position:]:
                         launch = later.launch
@@ -259,33 +266,35 @@ class TapeOverwrite(Rule):
 
     def _report(self, context, event: HostEvent, write: ArrayRef, read: tuple[HostEvent, ArrayRef],
                 region: TapeRegion, reported, how: str) -> None:
-        marker = (id(event.node), write.key)
+        marker = (event.location, write.key)
         if marker in reported:
             return
         reported.add(marker)
         reader, read_ref = read
         reader_kernel = reader.launch.kernel_code if reader.launch else "?"
-        line = context.position(reader.node)[0].line
+        where = context.where(reader.location, event.location)
         writer = _describe_writer(event, write)
         tape = f"`{region.tape}`" if region.tape else "the tape"
-        when = f"while {tape} is recording" if event.order <= region.end_order else f"before `{region.tape}.backward()`"
+        when = f"while {tape} is recording"
         if how == "same":
             what = (f"`{write.code}` is passed to `{reader_kernel}` both as `{read_ref.param}`, which it reads, and as"
                     f" `{write.param}`, which it writes")
         elif how == "loop":
-            what = (f"{writer} overwrites `{write.code}`, which kernel `{reader_kernel}` (line {line}) read in the"
+            what = (f"{writer} overwrites `{write.code}`, which kernel `{reader_kernel}` ({where}) read in the"
                     f" previous iteration of this loop")
         else:
-            what = f"{writer} overwrites `{write.code}` after kernel `{reader_kernel}` read it on line {line}"
+            what = f"{writer} overwrites `{write.code}` after kernel `{reader_kernel}` read it on {where}"
         message = (f"{what} {when}: `backward()` replays `{reader_kernel}` with the overwritten"
                    f" values and its gradients are wrong, without an error; write into a separate array (one"
                    f" buffer per step) or move the write after `backward()`")
         data = {}
         writer_kernel = event.launch.kernel if event.launch is not None else None
         if writer_kernel is not None:
-            data = writer_kernel.runtime_data()  # Warp's tracker names the writing kernel
-        data.update({"array": write.code, "reader": reader_kernel, "read_line": line, "host": True})
-        context.report(self, event.node, message, data=data)
+            data = dict(writer_kernel.runtime)  # Warp's tracker names the writing kernel
+        data.update({"array": write.code, "reader": reader_kernel, "read_line": reader.location.line,
+                     "read_path": reader.location.path, "host": True})
+        related = [(f"`{reader_kernel}` reads `{read_ref.code}` here", reader.location)] if how != "same" else []
+        context.report(self, event, message, data=data, related=related)
 
 
 def _describe_writer(event: HostEvent, write: ArrayRef) -> str:
@@ -296,8 +305,3 @@ def _describe_writer(event: HostEvent, write: ArrayRef) -> str:
         return f"`{event.receiver}.{event.name}()`"
     return f"`{event.name.replace('warp.', 'wp.')}()`"
 
-
-def _uses(code: str, names: frozenset[str]) -> bool:
-    import re
-
-    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)

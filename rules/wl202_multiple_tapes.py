@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import HostEvent, HostScope
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class MultipleTapes(Rule):
@@ -41,7 +41,7 @@ class MultipleTapes(Rule):
 
     code = "WL202"
     name = "multiple-tapes"
-    triggers = frozenset({"Tape", "tape", "backward"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -113,20 +113,20 @@ class MultipleTapes(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for region in scope.regions:
                 if region.parent is not None:
                     outer = f"`{region.parent.tape}`" if region.parent.tape else "another tape"
-                    context.report(self, region.node, (
-                        f"this tape recording region is opened while {outer} is recording (line"
-                        f" {context.position(region.parent.node)[0].line}): Warp raises `RuntimeError: entering a"
-                        f" tape while one is already active`; record on one tape, or close the first region first"),
-                        end_node=region.node.items[-1])
+                    context.report(self, region, (
+                        f"this tape recording region is opened while {outer} is recording"
+                        f" ({context.where(region.parent.location, region.location)}): Warp raises `RuntimeError:"
+                        f" entering a tape while one is already active`; record on one tape, or close the first"
+                        f" region first"), related=[(f"{outer} starts recording here", region.parent.location)])
             if len({r.key for r in scope.regions if r.key}) > 1:
                 self._check_crossing(context, scope)
 
-    def _check_crossing(self, context: FileContext, scope: HostScope) -> None:
+    def _check_crossing(self, context: ProjectContext, scope: HostScope) -> None:
         events = scope.events
         for backward in scope.backwards():
             tape2 = backward.key
@@ -139,12 +139,14 @@ class MultipleTapes(Rule):
                    for e in events):
                 continue  # tape1.backward() carries the gradient on
             name1, name2 = writer.region.tape, backward.receiver
-            context.report(self, backward.node, (
+            context.report(self, backward, (
                 f"`{name2}.backward()` does not reach the launches recorded on `{name1}`: `{array}` is written by"
-                f" kernel `{writer.launch.kernel_code}` (line {context.position(writer.node)[0].line}) on `{name1}`"
-                f" and read by kernel `{reader.launch.kernel_code}` (line {context.position(reader.node)[0].line})"
-                f" on `{name2}`, so the gradients of `{name1}`'s inputs stay zero; record both on one tape, or call"
-                f" `{name1}.backward()` after this one"), data={"array": array})
+                f" kernel `{writer.launch.kernel_code}` ({context.where(writer.location, backward.location)}) on"
+                f" `{name1}` and read by kernel `{reader.launch.kernel_code}`"
+                f" ({context.where(reader.location, backward.location)}) on `{name2}`, so the gradients of `{name1}`'s"
+                f" inputs stay zero; record both on one tape, or call `{name1}.backward()` after this one"),
+                data={"array": array}, related=[(f"written on `{name1}` here", writer.location),
+                                                (f"read on `{name2}` here", reader.location)])
 
     @staticmethod
     def _crossing(scope: HostScope, backward: HostEvent, tape2: str):

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import HostEvent, HostScope, TapeRegion
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 HOST_TO_DEVICE = {"warp.array", "warp.from_numpy"}
 
@@ -40,7 +40,7 @@ class HostRoundtripInTape(Rule):
 
     code = "WL203"
     name = "host-roundtrip-in-tape"
-    triggers = frozenset({"Tape", "tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -126,7 +126,7 @@ class HostRoundtripInTape(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             if not scope.regions:
                 continue
@@ -136,7 +136,7 @@ class HostRoundtripInTape(Rule):
                 if region.parent is None:
                     self._check_region(context, scope, region, graded)
 
-    def _check_region(self, context: FileContext, scope: HostScope, region: TapeRegion, graded: set[str]) -> None:
+    def _check_region(self, context: ProjectContext, scope: HostScope, region: TapeRegion, graded: set[str]) -> None:
         computed = set(graded)  # arrays that carry gradient: computed on the tape, or requiring grad
         returned: dict[str, tuple[HostEvent, str]] = {}  # key -> (statement bringing host data back, origin)
         reported: set[int] = set()
@@ -160,9 +160,9 @@ class HostRoundtripInTape(Rule):
             computed.update(w.key for w in launch.writes(convention=True))
 
     def _report(self, context, source: HostEvent, array: str | None, origin: str, kernel: str, reported) -> None:
-        if id(source.node) in reported:
+        if source.location in reported:
             return
-        reported.add(id(source.node))
+        reported.add(source.location)
         if array is None:
             message = (f"kernel `{kernel}` is launched on the tape with a host value computed from `{origin}`"
                        f" (`.numpy()`/`.list()`): the tape cannot follow it, so no gradient flows back to `{origin}`"
@@ -171,7 +171,7 @@ class HostRoundtripInTape(Rule):
             message = (f"`{array}` is filled from a host copy of `{origin}` and then read by kernel `{kernel}` on the"
                        f" tape: the tape cannot see through `.numpy()`, so every gradient upstream of `{origin}` is"
                        f" silently zero; keep the data on the device (`wp.clone`, `wp.copy` or a kernel)")
-        context.report(self, source.statement if source.kind == "assign" else source.node, message)
+        context.report(self, source, message)
 
 
 def _code(key: str) -> str:

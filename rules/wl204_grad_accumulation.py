@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
 from warp_lint.host import HostEvent, HostScope, zeroes_gradients
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class GradAccumulation(Rule):
@@ -40,7 +38,7 @@ class GradAccumulation(Rule):
 
     code = "WL204"
     name = "grad-accumulation"
-    triggers = frozenset({"backward"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -117,7 +115,7 @@ class GradAccumulation(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             backwards = scope.backwards()
             if not backwards:
@@ -128,17 +126,17 @@ class GradAccumulation(Rule):
                     continue
                 previous = self._previous_backward(scope, backwards, backward)
                 if previous is not None:
-                    line = context.position(previous.node)[0].line
-                    context.report(self, backward.node, (
-                        f"`{backward.receiver}.backward()` runs again after the one on line {line} with no"
+                    where = context.where(previous.location, backward.location)
+                    context.report(self, backward, (
+                        f"`{backward.receiver}.backward()` runs again after the one on {where} with no"
                         f" `{backward.receiver}.zero()` between: `backward()` adds into the `.grad` buffers, so the"
-                        f" gradients are now the sum of both; call `{backward.receiver}.zero()` before it"))
+                        f" gradients are now the sum of both; call `{backward.receiver}.zero()` before it"),
+                        related=[("the earlier `backward()`", previous.location)])
 
     def _accumulates_in_loop(self, scope: HostScope, backward: HostEvent) -> bool:
-        loop = backward.loops[-1]
-        if _single_pass(loop):
+        span = scope.loop(backward.loops[-1])
+        if span.single_pass:
             return False
-        span = scope.loop(loop)
         events = list(scope.events_between(span.start_order, span.end_order))
         # tape.zero() on this tape (by name: `tape = wp.Tape()` in the loop rebinds it), or a `.grad` reset
         if any(zeroes_gradients(e, e.key if e.kind == "method" and e.receiver == backward.receiver
@@ -153,9 +151,9 @@ class GradAccumulation(Rule):
             return False
         return True
 
-    def _report_loop(self, context: FileContext, backward: HostEvent) -> None:
+    def _report_loop(self, context: ProjectContext, backward: HostEvent) -> None:
         tape = backward.receiver
-        context.report(self, backward.node, (
+        context.report(self, backward, (
             f"`{tape}.backward()` runs in a loop with no `{tape}.zero()` (nor a `.grad` reset) in the iteration:"
             f" `backward()` adds into the `.grad` buffers, so every iteration's gradient includes all the earlier"
             f" ones; call `{tape}.zero()` once the gradients are used"))
@@ -173,13 +171,3 @@ class GradAccumulation(Rule):
             return None
         return previous
 
-
-def _single_pass(loop: cst.CSTNode) -> bool:
-    """A loop whose body ends in `break`/`return` at its top level runs its body once."""
-    body = getattr(loop, "body", None)
-    statements = getattr(body, "body", ())
-    if not statements:
-        return False
-    last = statements[-1]
-    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else ()
-    return any(isinstance(s, (cst.Break, cst.Return, cst.Raise)) for s in smalls)

@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
-from warp_lint.host import HostEvent, HostScope, TapeRegion, backward_seeds
-from warp_lint.kernels import FunctionModel
+from warp_lint.host import HostEvent, HostScope, Launch, Location, TapeRegion, backward_seeds
+from warp_lint.project.index import WarpDefinition
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class UnrecordedLaunch(Rule):
@@ -40,7 +40,7 @@ class UnrecordedLaunch(Rule):
 
     code = "WL205"
     name = "unrecorded-launch"
-    triggers = frozenset({"Tape", "tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -114,16 +114,16 @@ class UnrecordedLaunch(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         reported: set[int] = set()
         for scope in context.host_scopes:
             for region in scope.regions:
                 candidates = [e for e in scope.events_in(region) if e.launch is not None and (
-                    e.launch.record_tape is False or (e.launch.kernel and not e.launch.kernel.differentiable))]
+                    e.launch.record_tape is False or _backward_disabled(context, e.launch))]
                 if not candidates:
                     continue
                 for event in candidates:
-                    if id(event.node) in reported:
+                    if event.location in reported:
                         continue
                     if self._reaches_loss(scope, region, event):
                         self._report(context, event, reported)
@@ -146,35 +146,30 @@ class UnrecordedLaunch(Rule):
                 needed |= {r.key for r in event.launch.reads(convention=True)}
         return bool(written & needed)
 
-    def _report(self, context: FileContext, event: HostEvent, reported: set[int]) -> None:
+    def _report(self, context: ProjectContext, event: HostEvent, reported: set) -> None:
         launch = event.launch
         if launch.record_tape is False:
-            reported.add(id(event.node))
-            context.report(self, event.node, (
+            reported.add(event.location)
+            context.report(self, event, (
                 f"kernel `{launch.kernel_code}` is launched with `record_tape=False` inside the tape block, but its"
                 f" output reaches the loss: `backward()` never sees this launch, so every gradient upstream of it is"
                 f" zero; drop `record_tape=False`"))
             return
-        kernel: FunctionModel = launch.kernel
-        line = context.position(event.node)[0].line
-        if kernel.options.get("enable_backward") is False:
-            node, where = kernel.decorator, "this decorator"
-        else:
-            setting = _disabling_setting(context, kernel)
-            if setting is None:
-                return
-            node = setting.node
-            where = "`wp.config.enable_backward = False`" if setting.source == "config" else \
-                "this `set_module_options`"
-        if id(node) in reported:
+        definition = _backward_disabled(context, launch)
+        where = {"decorator": "this decorator", "config": "`wp.config.enable_backward = False`"}.get(
+            definition.disabled_by, "this `set_module_options`")
+        at = Location.of(definition.symbol.path, definition.disabled_at)
+        if at in reported:
             return
-        reported.add(id(node))
-        context.report(self, node, (
-            f"kernel `{kernel.name}` has no backward ({where} disables it) but is recorded on a tape on line {line}"
-            f" and its output reaches the loss: `backward()` skips it, so every gradient upstream of it is zero;"
-            f" enable backward for kernels on the gradient path"))
+        reported.add(at)
+        context.report(self, at, (
+            f"kernel `{definition.summary.name}` has no backward ({where} disables it) but is recorded on a tape"
+            f" ({context.where(event.location, at)}) and its output reaches the loss: `backward()` skips it, so every"
+            f" gradient upstream of it is zero; enable backward for kernels on the gradient path"),
+            related=[("recorded here", event.location)])
 
 
-def _disabling_setting(context: FileContext, kernel: FunctionModel):
-    setting = context.options.setting("enable_backward", kernel.top_level_index)
-    return setting if setting is not None and setting.value is False else None
+def _backward_disabled(context: ProjectContext, launch: Launch) -> WarpDefinition | None:
+    """The launched kernel's definition when its backward is switched off."""
+    definition = context.definition(launch)
+    return definition if definition is not None and definition.disabled_at is not None else None

@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
 from warp_lint.host import HostEvent, HostScope, backward_seeds
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 FLOAT_HINTS = ("float", "half", "vec", "mat", "quat", "transform", "spatial")
 
@@ -47,7 +45,7 @@ class MissingRequiresGrad(Rule):
 
     code = "WL206"
     name = "missing-requires-grad"
-    triggers = frozenset({"Tape", "tape", "backward", "requires_grad"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -158,16 +156,17 @@ class MissingRequiresGrad(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             allocations = [e for e in scope.events if e.kind == "assign" and e.allocation is not None
                            and e.allocation.requires_grad is False and not e.allocation.integer]
             if allocations:
                 self._check_allocations(context, scope, allocations)
-            if context.kernels.structs:
-                self._check_struct_fields(context, scope)
+            structs = context.struct_names()
+            if structs:
+                self._check_struct_fields(context, scope, structs)
 
-    def _check_allocations(self, context: FileContext, scope: HostScope, allocations: list[HostEvent]) -> None:
+    def _check_allocations(self, context: ProjectContext, scope: HostScope, allocations: list[HostEvent]) -> None:
         enabled = {e.owner for e in scope.events if e.kind == "assign" and e.name.endswith(".requires_grad")}
         no_grad = {e.key for e in allocations}
         for allocation in allocations:
@@ -176,18 +175,18 @@ class MissingRequiresGrad(Rule):
                 continue
             reason = self._reason(context, scope, allocation, key, no_grad)
             if reason is not None:
-                context.report(self, allocation.statement, (
+                context.report(self, allocation, (
                     f"`{allocation.name}` is allocated without `requires_grad=True` but {reason}; add"
                     f" `requires_grad=True` to this allocation"), data={"array": allocation.name})
 
     @staticmethod
-    def _reason(context: FileContext, scope: HostScope, allocation: HostEvent, key: str, no_grad: set[str]) -> str | None:
+    def _reason(context: ProjectContext, scope: HostScope, allocation: HostEvent, key: str, no_grad: set[str]) -> str | None:
         writer = None
         for event in scope.events:
             if event.order <= allocation.order:
                 continue
             if event.kind == "grad" and event.key == key:
-                return f"its `.grad` is read on this path (line {_line(context, event)}: it is None)"
+                return f"its `.grad` is read on this path ({context.where(event.location, allocation.location)}: it is None)"
             if event.kind == "method" and event.name == "backward" and scope.is_tape(event) and any(
                     s.key == key and s.param in ("", "loss") for s in backward_seeds(event)[:1]):
                 return ("it is the loss passed to `backward()`, which raises `RuntimeError: Scalar loss arrays"
@@ -206,8 +205,8 @@ class MissingRequiresGrad(Rule):
                 writer = event
         return None
 
-    def _check_struct_fields(self, context: FileContext, scope: HostScope) -> None:
-        structs = {e.key for e in scope.events if e.kind == "assign" and _constructs_struct(e, context)}
+    def _check_struct_fields(self, context: ProjectContext, scope: HostScope, names: set[str]) -> None:
+        structs = {e.key for e in scope.events if e.kind == "assign" and _constructs_struct(e, names)}
         if not structs:
             return
         stored: dict[str, HostEvent] = {}  # array key -> the field assignment storing it
@@ -217,19 +216,15 @@ class MissingRequiresGrad(Rule):
             owner, _, field = event.name.rpartition(".")
             if owner and field != "requires_grad" and event.owner in structs and event.value is not None:
                 stored.setdefault(event.key, event)  # a plain-name value: the field's key is the array's
-            elif field == "requires_grad" and owner and isinstance(event.value, cst.Name) and \
-                    event.value.value == "True":
+            elif field == "requires_grad" and owner and event.value is not None and event.value.literal is True:
                 field_event = stored.get(event.owner)
                 if field_event is not None:
-                    context.report(self, event.statement, (
+                    context.report(self, event, (
                         f"`{owner}.requires_grad = True` comes after `{owner}` was stored in struct field"
-                        f" `{field_event.name}` (line {_line(context, field_event)}): the struct keeps the array as it was"
-                        f" then, without a `.grad`, so gradients through the struct are zero; set `requires_grad`"
-                        f" before assigning the field"))
-
-
-def _line(context: FileContext, event: HostEvent) -> int:
-    return context.position(event.node)[0].line
+                        f" `{field_event.name}` ({context.where(field_event.location, event.location)}): the struct"
+                        f" keeps the array as it was then, without a `.grad`, so gradients through the struct are"
+                        f" zero; set `requires_grad` before assigning the field"),
+                        related=[("stored in the struct here", field_event.location)])
 
 
 def _integer(dtype: str | None) -> bool:
@@ -241,8 +236,7 @@ def _dtype_is_integer(dtype: str) -> bool:
     return bool(last) and not any(hint in last for hint in FLOAT_HINTS) and last not in ("Any", "")
 
 
-def _constructs_struct(event: HostEvent, context: FileContext) -> bool:
+def _constructs_struct(event: HostEvent, structs: set[str]) -> bool:
     value = event.value
-    return isinstance(value, cst.Call) and isinstance(value.func, (cst.Name, cst.Attribute)) and \
-        (value.func.value if isinstance(value.func, cst.Name) else value.func.attr.value) in context.kernels.structs
+    return value is not None and value.call is not None and value.code.split("(", 1)[0].rsplit(".", 1)[-1] in structs
 

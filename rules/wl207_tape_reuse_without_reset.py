@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
 from warp_lint.host import HostScope, TapeRegion
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class TapeReuseWithoutReset(Rule):
@@ -41,7 +39,7 @@ class TapeReuseWithoutReset(Rule):
 
     code = "WL207"
     name = "tape-reuse-without-reset"
-    triggers = frozenset({"Tape", "tape", "backward"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -107,20 +105,19 @@ class TapeReuseWithoutReset(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for region in scope.regions:
                 if region.key:
                     self._check_region(context, scope, region)
 
-    def _check_region(self, context: FileContext, scope: HostScope, region: TapeRegion) -> None:
-        opening = next((e for e in scope.events if e.kind == "region" and e.node is region.node), None)
+    def _check_region(self, context: ProjectContext, scope: HostScope, region: TapeRegion) -> None:
+        opening = next((e for e in scope.events if e.kind == "region" and e.order == region.start_order - 1), None)
         if opening is None:
             return
-        loop = next((node for node in reversed(opening.loops) if not _single_pass(node)), None)
-        if loop is None:
+        span = next((scope.loop(loop) for loop in reversed(opening.loops) if not scope.loop(loop).single_pass), None)
+        if span is None:
             return
-        span = scope.loop(loop)
         if scope.created_in(region.key, span.start_order, span.end_order):
             return  # a fresh tape every pass
         events = list(scope.events_between(span.start_order, span.end_order))
@@ -133,19 +130,10 @@ class TapeReuseWithoutReset(Rule):
         tape = region.tape
         zero = any(e.kind == "method" and e.name == "zero" and e.key == region.key for e in events)
         note = f" (`{tape}.zero()` clears the gradients, not the launches)" if zero else ""
-        context.report(self, region.node, (
+        context.report(self, region, (
             f"`{tape}` is created outside this loop and re-entered here every pass with no `{tape}.reset()`{note}:"
-            f" the launches of every pass pile up on it and each `{tape}.backward()` (line"
-            f" {context.position(backward.node)[0].line}) replays all of them, so the gradients include the earlier"
-            f" passes; call `{tape}.reset()` once the gradients are used, or create the tape inside the loop"),
-            end_node=region.node.items[-1])
+            f" the launches of every pass pile up on it and each `{tape}.backward()`"
+            f" ({context.where(backward.location, region.location)}) replays all of them, so the gradients include"
+            f" the earlier passes; call `{tape}.reset()` once the gradients are used, or create the tape inside the loop"),
+            related=[(f"`{tape}.backward()`", backward.location)])
 
-
-def _single_pass(loop: cst.CSTNode) -> bool:
-    """A loop whose body ends in `break`/`return` at its top level runs its body once."""
-    statements = getattr(getattr(loop, "body", None), "body", ())
-    if not statements:
-        return False
-    last = statements[-1]
-    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else ()
-    return any(isinstance(s, (cst.Break, cst.Return, cst.Raise)) for s in smalls)

@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
-from warp_lint.host import HostEvent, HostScope, LoopSpan, zeroes_gradients
+from warp_lint.host import HostEvent, HostScope, LoopSpan, mentions, zeroes_gradients
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class PerStepTapeTruncation(Rule):
@@ -41,7 +39,7 @@ class PerStepTapeTruncation(Rule):
 
     code = "WL208"
     name = "per-step-tape-truncation"
-    triggers = frozenset({"Tape", "tape", "backward"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -120,16 +118,17 @@ class PerStepTapeTruncation(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             if not scope.loops:
                 continue
             for backward in scope.backwards():
-                loop = next((node for node in reversed(backward.loops) if not _single_pass(node)), None)
-                if loop is not None:
-                    self._check(context, scope, backward, scope.loop(loop))
+                span = next((scope.loop(loop) for loop in reversed(backward.loops)
+                             if not scope.loop(loop).single_pass), None)
+                if span is not None:
+                    self._check(context, scope, backward, span)
 
-    def _check(self, context: FileContext, scope: HostScope, backward: HostEvent, span: LoopSpan) -> None:
+    def _check(self, context: ProjectContext, scope: HostScope, backward: HostEvent, span: LoopSpan) -> None:
         tape = backward.key
         events = list(scope.events_between(span.start_order, span.end_order))
         regions = [r for r in scope.regions if r.key == tape and span.start_order <= r.start_order <= span.end_order]
@@ -146,7 +145,7 @@ class PerStepTapeTruncation(Rule):
         summed = self._summed(scope, span, events, backward)
         if summed is None:
             return
-        context.report(self, backward.node, (
+        context.report(self, backward, (
             f"`{backward.receiver}.backward()` runs once per pass on a fresh tape while the state (`{state}`) is"
             f" carried to the next pass, and the per-pass gradients are summed ({summed}): each window's gradient"
             f" stops at the state it started from, so the sum is not the gradient of the episode's loss; record"
@@ -158,11 +157,11 @@ class PerStepTapeTruncation(Rule):
         reads = {}
         for event in launches:
             for ref in event.launch.reads(convention=True):
-                if not scope.created_in(ref.key, span.start_order, span.end_order) and not _uses(ref.code, span.targets):
+                if not scope.per_iteration(ref, span):
                     reads.setdefault(ref.key, ref.code)
         written: set[str] = set()
         for event in events:
-            refs = list(event.writes) + list(event.helper_writes)
+            refs = list(event.writes)
             if event.launch is not None:
                 refs += event.launch.writes(convention=True)
             written |= {r.key for r in refs}
@@ -180,13 +179,14 @@ class PerStepTapeTruncation(Rule):
         for event in events:
             if event.kind != "grad" or event.order < backward.order:
                 continue
-            statement = event.statement
-            if isinstance(statement, cst.AugAssign) and isinstance(statement.operator, cst.AddAssign):
-                return f"`{_code(statement)}`"
-            if isinstance(statement, cst.Assign) and len(statement.targets) == 1 and isinstance(
-                    statement.targets[0].target, cst.Name) and _uses(
-                    cst.Module([]).code_for_node(statement.value), frozenset({statement.targets[0].target.value})):
-                return f"`{_code(statement)}`"
+            assign = next((e for e in events if e.kind == "assign" and e.statement == event.statement
+                           and e.value is not None), None)
+            if assign is None:
+                continue
+            if assign.augmented == "+=":
+                return f"`{assign.name} += {assign.value.code}`"
+            if not assign.augmented and "." not in assign.name and mentions(assign.value.code, {assign.name}):
+                return f"`{assign.name} = {assign.value.code}`"
         if any(zeroes_gradients(e, e.key if e.kind == "method" else backward.key) for e in events):
             return None
         after = next((e for e in scope.events if e.kind == "grad" and e.order > span.end_order), None)
@@ -194,22 +194,3 @@ class PerStepTapeTruncation(Rule):
             return f"the `.grad` buffers add up over the passes and `{after.receiver}.grad` is read after the loop"
         return None
 
-
-def _code(node: cst.CSTNode) -> str:
-    return cst.Module([]).code_for_node(node).strip()
-
-
-def _uses(code: str, names: frozenset[str]) -> bool:
-    import re
-
-    return any(re.search(rf"\b{re.escape(name)}\b", code) for name in names)
-
-
-def _single_pass(loop: cst.CSTNode) -> bool:
-    """A loop whose body ends in `break`/`return` at its top level runs its body once."""
-    statements = getattr(getattr(loop, "body", None), "body", ())
-    if not statements:
-        return False
-    last = statements[-1]
-    smalls = last.body if isinstance(last, cst.SimpleStatementLine) else ()
-    return any(isinstance(s, (cst.Break, cst.Return, cst.Raise)) for s in smalls)

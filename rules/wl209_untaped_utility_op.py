@@ -1,10 +1,9 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
-from warp_lint.host import UTILITY_MODULES, UTILITY_OPS, HostEvent, HostScope, TapeRegion, backward_seeds
+from warp_lint.host import (UTILITY_MODULES, UTILITY_OPS, HostEvent, HostScope, Launch, TapeRegion, backward_seeds,
+                             integer_dtype)
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class UntapedUtilityOp(Rule):
@@ -16,8 +15,9 @@ class UntapedUtilityOp(Rule):
     (the `out=`/output array it writes, or the value it returns) reaches the loss: it is the array
     passed to that tape's `backward()`, or a later recorded launch reads it and the loss depends
     on that launch (with no `backward()` in the function: a later recorded launch reads it).
-    Reported on the call. The same call outside the tape block, or one whose result only goes
-    to logging, is fine.
+    Reported on the call. The same call outside the tape block, one whose result only goes to
+    logging, and a sort whose results later launches take only as integer arrays (an index
+    permutation for a recorded gather) are fine.
 
     ## Why is this bad?
     These helpers run native code, not recorded kernel launches: the tape has no record of them
@@ -40,7 +40,7 @@ class UntapedUtilityOp(Rule):
 
     code = "WL209"
     name = "untaped-utility-op"
-    triggers = frozenset({"Tape", "tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -75,6 +75,27 @@ class UntapedUtilityOp(Rule):
                     wp.launch(total, n, inputs=[y], outputs=[loss])
                 tape.backward(loss)
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def gather(src: wp.array(dtype=float), order: wp.array(dtype=wp.int32), dst: wp.array(dtype=float)):
+                i = wp.tid()
+                dst[i] = src[order[i]]
+
+            @wp.kernel
+            def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+                i = wp.tid()
+                wp.atomic_add(loss, 0, y[i] * y[i])
+
+            def run(x, keys, order, sorted_x, loss, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.utils.radix_sort_pairs(keys, order, n)
+                    wp.launch(gather, n, inputs=[x, order], outputs=[sorted_x])
+                    wp.launch(total, n, inputs=[sorted_x], outputs=[loss])
+                tape.backward(loss)
+            """),
     ]
     INVALID = [
         Example("""
@@ -104,7 +125,7 @@ class UntapedUtilityOp(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for region in scope.regions:
                 for event in scope.events_in(region):
@@ -116,9 +137,8 @@ class UntapedUtilityOp(Rule):
     @staticmethod
     def _result(scope: HostScope, event: HostEvent) -> set[str]:
         keys = {w.key for w in event.writes}
-        statement = event.statement
-        if isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is event.node:
-            keys |= {e.key for e in scope.events if e.kind == "assign" and e.statement is statement}
+        if event.call is not None and event.call.role == "assign":  # `s = wp.utils.array_sum(y)`
+            keys |= {e.key for e in scope.events if e.kind == "assign" and e.statement == event.statement}
         return keys
 
     @staticmethod
@@ -129,23 +149,29 @@ class UntapedUtilityOp(Rule):
                  and (e.region is region or (region.key and e.region.key == region.key))
                  and (backward is None or e.order < backward.order)]
         if backward is None or not backward_seeds(backward):
-            return any(result & {r.key for r in e.launch.refs} for e in later)
+            return any(result & _float_refs(e.launch) for e in later)
         needed = {seed.key for seed in backward_seeds(backward)}
         if result & needed:
             return True
         for launch in reversed(later):  # walk back from the loss: what does it depend on?
             if needed & {w.key for w in launch.launch.writes(convention=True)}:
                 needed |= {r.key for r in launch.launch.reads(convention=True)}
-                if result & {r.key for r in launch.launch.refs}:
+                if result & _float_refs(launch.launch):
                     return True
         return False
 
-    def _report(self, context: FileContext, event: HostEvent) -> None:
+    def _report(self, context: ProjectContext, event: HostEvent) -> None:
         function = event.name.rsplit(".", 1)[1]
-        context.report(self, event.node, (
+        context.report(self, event, (
             f"`wp.utils.{function}()` runs inside the tape block but is not recorded, and its result reaches the"
             f" loss: `backward()` passes no gradient through it, so everything upstream gets zero gradient, without"
             f" a warning; compute it in a kernel (e.g. `wp.atomic_add`) that the tape records"))
+
+
+def _float_refs(launch: Launch) -> set[str]:
+    """The arrays a launch takes, but those its kernel declares integer: a sorted index permutation
+    that a recorded gather reads carries no gradient to lose."""
+    return {r.key for r in launch.refs if not integer_dtype(launch.param_dtype(r))}
 
 
 def _utility(name: str) -> bool:

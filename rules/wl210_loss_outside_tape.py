@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import ArrayRef, HostEvent, HostScope, backward_seeds
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class LossOutsideTape(Rule):
@@ -38,7 +38,7 @@ class LossOutsideTape(Rule):
 
     code = "WL210"
     name = "loss-outside-tape"
-    triggers = frozenset({"Tape", "tape", "backward"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -94,14 +94,14 @@ class LossOutsideTape(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             if not scope.regions:
                 continue
             for backward in scope.backwards():
                 self._check(context, scope, backward)
 
-    def _check(self, context: FileContext, scope: HostScope, backward: HostEvent) -> None:
+    def _check(self, context: ProjectContext, scope: HostScope, backward: HostEvent) -> None:
         regions = [r for r in scope.regions if r.key == backward.key and r.end_order < backward.order]
         if not regions:
             return
@@ -121,22 +121,17 @@ class LossOutsideTape(Rule):
             self._report(context, event, written, backward)
             return
 
-    def _report(self, context: FileContext, event: HostEvent, loss: ArrayRef, backward: HostEvent) -> None:
-        what = f"kernel `{event.launch.kernel_code}`" if event.launch is not None else \
-            f"`{event.helper}()`, which launches the kernel that"
+    def _report(self, context: ProjectContext, event: HostEvent, loss: ArrayRef, backward: HostEvent) -> None:
         tape = backward.receiver
-        context.report(self, event.node, (
-            f"{what} writes the loss `{loss.code}` after the `with {tape}:` block, and `{tape}.backward()` (line"
-            f" {context.position(backward.node)[0].line}) starts from it: the tape never recorded this launch, so the"
-            f" seed reaches nothing and every gradient is zero; move it into the `with {tape}:` block"),
-            data={"array": loss.code})
+        context.report(self, event, (
+            f"kernel `{event.launch.kernel_code}` writes the loss `{loss.code}` after the `with {tape}:` block, and"
+            f" `{tape}.backward()` ({context.where(backward.location, event.location)}) starts from it: the tape never"
+            f" recorded this launch, so the seed reaches nothing and every gradient is zero; move it into the"
+            f" `with {tape}:` block"), data={"array": loss.code},
+            related=[(f"`{tape}.backward()` starts from the loss here", backward.location)])
 
 
 def _loss_writes(event: HostEvent, seeds: set[str]) -> ArrayRef | None:
-    if event.launch is not None:
-        refs = event.launch.writes(convention=True)
-    elif event.helper and event.helper_launches:
-        refs = list(event.helper_writes)
-    else:
+    if event.launch is None:
         return None
-    return next((r for r in refs if r.key in seeds), None)
+    return next((r for r in event.launch.writes(convention=True) if r.key in seeds), None)

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import ArrayRef, HostEvent, HostScope, TapeRegion
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class MutationBeforeBackward(Rule):
@@ -11,13 +11,12 @@ class MutationBeforeBackward(Rule):
     ## What it does
     Between the end of a tape recording region and the next `backward()` on that tape (with no
     `reset()` between), flags a statement that writes an array the region read: an unrecorded
-    launch (by its kernel's summary, or `outputs=` when the kernel is not in the file), a call of
-    a helper of the same file whose launches or methods write it, `arr.zero_()`, `arr.fill_()`,
-    `arr.assign(...)`, `wp.copy(dest, ...)`. "Read" means read by a recorded launch (the
-    kernel's summary, or `inputs=` for a kernel defined elsewhere) or by a helper called in the
-    region. Writes to `.grad` buffers, writes to arrays the region only wrote, and writes after
-    `backward()` are fine. A write WL201 already reports (a kernel of this file read the array) is
-    left to WL201.
+    launch (by its kernel's facts, or `outputs=` when the project does not define the kernel),
+    `arr.zero_()`, `arr.fill_()`, `arr.assign(...)`, `wp.copy(dest, ...)`, in the function itself
+    or in anything it calls (the write is reported where it is written, with the call as a related
+    location). "Read" means read by a recorded launch (the kernel's facts, or `inputs=` for a
+    kernel the project does not define). Writes to `.grad` buffers, writes to arrays the region
+    only wrote, and writes after `backward()` are fine. Writes while the tape records are WL201's.
 
     ## Why is this bad?
     `backward()` replays each recorded kernel's adjoint from the arrays as they are when it runs,
@@ -40,8 +39,7 @@ class MutationBeforeBackward(Rule):
 
     code = "WL211"
     name = "mutation-before-backward"
-    # the writing methods too: a helper that only calls `x.zero_()` must be parsed to be seen
-    triggers = frozenset({"Tape", "tape", "backward", "zero_", "fill_", "assign"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -99,16 +97,31 @@ class MutationBeforeBackward(Rule):
                 wp.launch(integrate, n, inputs=[x_next, v], outputs=[x])
                 tape.backward(loss)
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(x, y, source, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, 3, inputs=[x], outputs=[y])
+                wp.copy(dest=x, src=source)
+                tape.backward(loss)
+            """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
-            reported: set[int] = set()
+            reported: set = set()
             for region in scope.regions:
                 if region.key and region.parent is None:
                     self._check(context, scope, region, reported)
 
-    def _check(self, context: FileContext, scope: HostScope, region: TapeRegion, reported: set[int]) -> None:
+    def _check(self, context: ProjectContext, scope: HostScope, region: TapeRegion, reported: set) -> None:
         backward = None
         for event in scope.events:
             if event.order > region.end_order and event.kind == "method" and event.key == region.key and \
@@ -118,17 +131,12 @@ class MutationBeforeBackward(Rule):
         if backward is None:
             return
         read: dict[str, tuple[HostEvent, ArrayRef]] = {}  # key -> (reader, ref): the region's reads
-        precise: set[str] = set()  # keys a kernel of this file reads (WL201 reports writes to these)
         for event in scope.events_in(region):
             if event.launch is not None and event.launch.recorded:
                 for ref in event.launch.reads(convention=True):
                     read.setdefault(ref.key, (event, ref))
-                precise |= {r.key for r in event.reads}
-            elif event.helper:
-                for ref in event.helper_reads:
-                    read.setdefault(ref.key, (event, ref))
         for event in scope.events_between(region.end_order + 1, backward.order - 1):
-            if event.region is not None or id(event.node) in reported:
+            if event.region is not None or event.location in reported:
                 continue
             for ref in _writes(event):
                 if ref.key not in read or ref.key.endswith(".grad") or ".grad." in ref.key:
@@ -136,34 +144,31 @@ class MutationBeforeBackward(Rule):
                 reader, _ = read[ref.key]
                 if reader.exclusive_with(event) or event.exclusive_with(backward):
                     continue
-                if ref.key in precise and ref.key in {w.key for w in event.writes}:
-                    continue  # WL201's
-                reported.add(id(event.node))
+                reported.add(event.location)
                 self._report(context, event, ref, reader, backward)
                 break
 
-    def _report(self, context: FileContext, event: HostEvent, ref: ArrayRef, reader: HostEvent,
+    def _report(self, context: ProjectContext, event: HostEvent, ref: ArrayRef, reader: HostEvent,
                 backward: HostEvent) -> None:
         if event.launch is not None:
             what = f"kernel `{event.launch.kernel_code}`"
-        elif event.helper:
-            what = f"`{event.helper}()`"
         elif event.kind == "method":
             what = f"`{event.receiver}.{event.name}()`"
         else:
             what = f"`{event.name.replace('warp.', 'wp.')}()`"
-        by = f"kernel `{reader.launch.kernel_code}`" if reader.launch is not None else f"`{reader.helper}()`"
         tape = backward.receiver
-        context.report(self, event.node, (
-            f"{what} overwrites `{ref.code}` after the `with {tape}:` block, where {by} read it (line"
-            f" {context.position(reader.node)[0].line}), and before `{tape}.backward()` (line"
-            f" {context.position(backward.node)[0].line}): the backward pass replays that read with the new values, so"
-            f" the gradients are wrong, without an error; call `backward()` first or write into another array"),
-            data={"array": ref.code})
+        context.report(self, event, (
+            f"{what} overwrites `{ref.code}` after the `with {tape}:` block, where kernel"
+            f" `{reader.launch.kernel_code}` read it ({context.where(reader.location, event.location)}), and before"
+            f" `{tape}.backward()` ({context.where(backward.location, event.location)}): the backward pass replays"
+            f" that read with the new values, so the gradients are wrong, without an error; call `backward()` first"
+            f" or write into another array"), data={"array": ref.code},
+            related=[(f"`{reader.launch.kernel_code}` reads `{ref.code}` here", reader.location),
+                     (f"`{tape}.backward()` replays it here", backward.location)])
 
 
 def _writes(event: HostEvent) -> list[ArrayRef]:
-    refs = list(event.writes) + list(event.helper_writes)
+    refs = list(event.writes)
     if event.launch is not None:
         refs += [r for r in event.launch.writes(convention=True) if r not in refs]
     return refs

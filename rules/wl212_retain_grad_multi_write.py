@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import HostEvent, HostScope
-from warp_lint.kernels import FunctionModel, mutually_exclusive
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 
 class RetainGradMultiWrite(Rule):
@@ -40,7 +39,7 @@ class RetainGradMultiWrite(Rule):
     code = "WL212"
     name = "retain-grad-multi-write"
     affected_versions = ">=1.13"
-    triggers = frozenset({"Tape", "tape", "retain_grad"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -120,21 +119,21 @@ class RetainGradMultiWrite(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for allocation in scope.events:
                 if allocation.kind == "assign" and allocation.allocation is not None and \
                         allocation.allocation.retain_grad:
                     reason = self._reason(context, scope, allocation)
                     if reason is not None:
-                        context.report(self, allocation.statement, (
+                        context.report(self, allocation, (
                             f"`{allocation.name}` is allocated with `retain_grad=True` but {reason}: with the gradient"
                             f" retained, the adjoint of the overwritten store reads it too and the gradient double"
                             f" counts; drop `retain_grad=True` or store each value in its own array"),
                             data={"array": allocation.name})
 
     @staticmethod
-    def _reason(context: FileContext, scope: HostScope, allocation: HostEvent) -> str | None:
+    def _reason(context: ProjectContext, scope: HostScope, allocation: HostEvent) -> str | None:
         key = allocation.key
         writers: list[HostEvent] = []
         for event in scope.events:
@@ -144,22 +143,16 @@ class RetainGradMultiWrite(Rule):
             if launch.kernel is not None:
                 stored = [r for r in launch.stores() if r.key == key]
                 for ref in stored:
-                    if _stores_twice(launch.kernel, ref.param):
-                        return (f"kernel `{launch.kernel_code}` (line {context.position(event.node)[0].line}) stores"
-                                f" into it twice")
+                    if ref.param in launch.kernel.stores_twice:
+                        return (f"kernel `{launch.kernel_code}` ({context.where(event.location, allocation.location)})"
+                                f" stores into it twice")
                 earlier = next((w for w in writers if not w.exclusive_with(event) and (
                     w.region is event.region or (event.region.key and w.region.key == event.region.key))), None)
                 if stored and earlier is not None:
-                    return (f"kernel `{launch.kernel_code}` (line {context.position(event.node)[0].line}) stores into it"
-                            f" after kernel `{earlier.launch.kernel_code}` (line"
-                            f" {context.position(earlier.node)[0].line}) wrote it on the same tape")
+                    return (f"kernel `{launch.kernel_code}` ({context.where(event.location, allocation.location)})"
+                            f" stores into it after kernel `{earlier.launch.kernel_code}`"
+                            f" ({context.where(earlier.location, allocation.location)}) wrote it on the same tape")
             if any(w.key == key for w in launch.writes()):
                 writers.append(event)
         return None
 
-
-def _stores_twice(kernel: FunctionModel, param: str) -> bool:
-    stores = [a for a in kernel.accesses if a.array == param and a.kind == "write" and a.operator is None
-              and a.via is None and not a.loops]
-    return any(not mutually_exclusive(first.branches, second.branches)
-               for position, second in enumerate(stores) for first in stores[:position])

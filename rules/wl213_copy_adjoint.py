@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.host import ArrayRef, HostEvent, HostScope
 from warp_lint.rule import Example, Rule
-from warp_lint.warp_types import code_of
+from warp_lint.project_context import ProjectContext
 
 COPIES = {"warp.clone", "warp.copy"}
 
@@ -40,7 +39,7 @@ class CopyAdjoint(Rule):
     code = "WL213"
     name = "copy-adjoint"
     affected_versions = "<1.17"
-    triggers = frozenset({"Tape", "tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -114,7 +113,7 @@ class CopyAdjoint(Rule):
             """, target="==1.16.0"),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for region in scope.regions:
                 for event in scope.events_in(region):
@@ -144,13 +143,14 @@ class CopyAdjoint(Rule):
                 return event
         return None
 
-    def _report(self, context: FileContext, event: HostEvent, source: ArrayRef, reader: HostEvent) -> None:
+    def _report(self, context: ProjectContext, event: HostEvent, source: ArrayRef, reader: HostEvent) -> None:
         what = f"`{event.receiver}.assign()`" if event.kind == "method" else f"`{event.name.replace('warp.', 'wp.')}()`"
-        context.report(self, event.node, (
-            f"{what} copies `{source.code}` on the tape, and kernel `{reader.launch.kernel_code}` (line"
-            f" {context.position(reader.node)[0].line}) reads `{source.code}` too: before Warp 1.17 the copy's adjoint"
-            f" overwrites `{source.code}.grad` instead of adding to it, so the gradient through that kernel is lost;"
-            f" upgrade to 1.17+ or copy with a kernel of your own"), data={"array": source.code})
+        context.report(self, event, (
+            f"{what} copies `{source.code}` on the tape, and kernel `{reader.launch.kernel_code}`"
+            f" ({context.where(reader.location, event.location)}) reads `{source.code}` too: before Warp 1.17 the copy's"
+            f" adjoint overwrites `{source.code}.grad` instead of adding to it, so the gradient through that kernel is"
+            f" lost; upgrade to 1.17+ or copy with a kernel of your own"), data={"array": source.code},
+            related=[(f"`{reader.launch.kernel_code}` reads `{source.code}` here", reader.location)])
 
 
 def _source(event: HostEvent) -> ArrayRef | None:
@@ -158,7 +158,7 @@ def _source(event: HostEvent) -> ArrayRef | None:
         return event.reads[0] if event.reads else None
     if event.kind == "method" and event.name == "assign" and not event.pulls and len(event.arguments) == 1:
         argument = event.arguments[0]
-        node = event.argument(0, "src")
-        if node is not None and argument.code == code_of(node):
+        value = event.argument(0, "src")
+        if value is not None and argument.code == value.code:
             return argument
     return None

@@ -1,9 +1,7 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 GRADCHECKS = {"warp.autograd.gradcheck", "warp.autograd.gradcheck_tape"}
 
@@ -33,7 +31,7 @@ class UncheckedGradcheck(Rule):
 
     code = "WL301"
     name = "unchecked-gradcheck"
-    triggers = frozenset({"gradcheck", "gradcheck_tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -59,21 +57,17 @@ class UncheckedGradcheck(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for event in scope.events:
                 if event.kind != "call" or event.name not in GRADCHECKS:
                     continue
                 flag = event.argument(None, "raise_exception")
-                if not (isinstance(flag, cst.Name) and flag.value == "False"):
+                if flag is None or flag.literal is not False:
                     continue
-                statement = event.statement
-                discarded = isinstance(statement, cst.Expr) and statement.value is event.node or (
-                    isinstance(statement, cst.Assign) and statement.value is event.node
-                    and all(isinstance(t.target, cst.Name) and t.target.value == "_" for t in statement.targets))
-                if discarded:
+                if event.call.role == "discard":  # an expression statement, or `_ = ...`
                     function = event.name.rsplit(".", 1)[1]
-                    context.report(self, event.node, (
+                    context.report(self, event, (
                         f"`{function}(..., raise_exception=False)` returns whether the check passed, and the result is"
                         f" discarded: a failing gradient check goes unnoticed; `assert` the result or drop"
                         f" `raise_exception=False`"))

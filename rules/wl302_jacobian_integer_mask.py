@@ -1,9 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
+from warp_lint.project.summary import Value
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 JACOBIANS = {"warp.autograd.jacobian", "warp.autograd.jacobian_fd"}
 
@@ -35,7 +34,7 @@ class JacobianIntegerMask(Rule):
     code = "WL302"
     name = "jacobian-integer-mask"
     affected_versions = "<1.3.2"
-    triggers = frozenset({"jacobian", "jacobian_fd"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -67,31 +66,27 @@ class JacobianIntegerMask(Rule):
             """, target="==1.3.1"),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
-            bound: dict[str, cst.BaseExpression] = {}
+            bound: dict[str, Value] = {}
             for event in scope.events:
                 if event.kind == "assign" and event.value is not None:
                     bound[event.name] = event.value
                 if event.kind != "call" or event.name not in JACOBIANS:
                     continue
                 mask = event.argument(None, "input_output_mask")
-                if isinstance(mask, cst.Name):
-                    mask = bound.get(mask.value)
-                if _has_integer_index(mask):
+                if mask is not None and mask.plain and mask.code in bound:
+                    mask = bound[mask.code]
+                if mask is not None and _has_integer_index(mask.literal):
                     function = event.name.rsplit(".", 1)[1]
-                    context.report(self, event.node, (
+                    context.report(self, event, (
                         f"`{function}` gets integer indices in `input_output_mask`, which Warp before 1.3.2 resolves"
                         f" wrongly (the Jacobian comes back empty); name the arguments instead, e.g. `[('x', 'y')]`,"
                         f" or require Warp >= 1.3.2"))
 
 
-def _has_integer_index(mask: cst.BaseExpression | None) -> bool:
-    if not isinstance(mask, (cst.List, cst.Tuple)):
-        return False
-    for element in mask.elements:
-        pair = element.value
-        if isinstance(pair, (cst.Tuple, cst.List)) and any(
-                isinstance(item.value, cst.Integer) for item in pair.elements):
-            return True
-    return False
+def _has_integer_index(mask: object) -> bool:
+    """A literal mask `[(0, "y"), ...]` naming an argument by its position."""
+    return isinstance(mask, (list, tuple)) and any(
+        isinstance(pair, (list, tuple)) and any(isinstance(item, int) and not isinstance(item, bool) for item in pair)
+        for pair in mask)

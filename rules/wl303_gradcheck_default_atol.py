@@ -1,7 +1,7 @@
 from __future__ import annotations
 
-from warp_lint.context import FileContext
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 GRADCHECKS = {"warp.autograd.gradcheck", "warp.autograd.gradcheck_tape"}
 
@@ -37,7 +37,7 @@ class GradcheckDefaultAtol(Rule):
     code = "WL303"
     name = "gradcheck-default-atol"
     severity = "warning"
-    triggers = frozenset({"gradcheck", "gradcheck_tape"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -68,15 +68,15 @@ class GradcheckDefaultAtol(Rule):
             """),
     ]
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for event in scope.events:
                 if event.kind != "call" or event.name not in GRADCHECKS:
                     continue
-                if event.argument(None, "atol") is not None or any(a.star == "**" for a in event.node.args):
+                if event.argument(None, "atol") is not None or event.call.has_star_kwargs:
                     continue
                 function = event.name.rsplit(".", 1)[1]
-                context.report(self, event.node, (
+                context.report(self, event, (
                     f"`{function}()` runs with the default `atol=1e-3`: any Jacobian entry smaller than that passes"
                     f" whatever the autodiff gradient is (a 30% error in entries of 1e-4 passes); pass an `atol` scaled"
                     f" to the expected gradient, with float64 inputs if float32 finite differences are too noisy"))

@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
-from warp_lint.context import FileContext
-from warp_lint.host import HostEvent, HostScope
+from warp_lint.host import HostEvent
 from warp_lint.rule import Example, Rule
+from warp_lint.project_context import ProjectContext
 
 CHECKS = {"warp.autograd.gradcheck", "warp.autograd.jacobian", "warp.autograd.jacobian_fd"}
 
@@ -49,7 +47,7 @@ class GradcheckMutatingFunction(Rule):
     code = "WL304"
     name = "gradcheck-mutating-function"
     affected_versions = ">=1.6,<1.17"
-    triggers = frozenset({"gradcheck", "jacobian", "jacobian_fd", "zero_", "fill_", "assign"})
+    level = "project"
 
     VALID = [
         Example("""
@@ -122,23 +120,22 @@ class GradcheckMutatingFunction(Rule):
             """, target=">=1.17"),
     ]
 
-    def check(self, context: FileContext) -> None:
-        functions = {scope.name: scope for scope in context.host_scopes if scope.name}
+    def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
             for event in scope.events:
                 if event.kind == "call" and event.name in CHECKS:
-                    self._check(context, event, functions)
+                    self._check(context, event)
 
-    def _check(self, context: FileContext, event: HostEvent, functions: dict[str, HostScope]) -> None:
+    def _check(self, context: ProjectContext, event: HostEvent) -> None:
         function = event.argument(0, "function")
-        if not isinstance(function, cst.Name) or context.kernels.by_name(function.value):
-            return
-        target = functions.get(function.value)
+        if function is None or event.target is None or event.target.kind != "function":
+            return  # a kernel (Warp restores its inputs), or nothing the project defines
+        target = context.model.record_function(event.target)
         if target is None:
             return
         restore = event.argument(None, "restore_inputs")
         affected = None
-        if isinstance(restore, cst.Name) and restore.value == "False":
+        if restore is not None and restore.literal is False:
             affected = ">=1.6"
         elif restore is not None:
             return  # restore_inputs=True (or a value we cannot read): 1.17+ only, where it restores
@@ -147,8 +144,8 @@ class GradcheckMutatingFunction(Rule):
             return
         check = event.name.rsplit(".", 1)[1]
         why = "with `restore_inputs=False`" if affected else "and Warp before 1.17 does not restore inputs"
-        context.report(self, event.node, (
-            f"`{check}()` evaluates `{function.value}()` many times, and `{function.value}()` overwrites its input"
+        context.report(self, event, (
+            f"`{check}()` evaluates `{function.code}()` many times, and `{function.code}()` overwrites its input"
             f" `{mutated[0]}` that it also reads, {why}: each evaluation starts from what the previous one left, so"
             f" the finite differences are taken at other points than the autodiff Jacobian and the check can fail a"
             f" correct gradient; leave the inputs untouched (write into fresh arrays)"

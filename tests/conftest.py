@@ -7,3 +7,4 @@ import tempfile
 _RUN_DIRECTORY = tempfile.mkdtemp(prefix="warp-lint-tests-")
 os.environ["WARP_CACHE_PATH"] = os.path.join(_RUN_DIRECTORY, "warp-kernels")
 os.environ["WARP_LINT_CACHE_DIR"] = os.path.join(_RUN_DIRECTORY, "warp-lint-cache")
+os.environ["XDG_CACHE_HOME"] = os.path.join(_RUN_DIRECTORY, "xdg-cache")

@@ -76,7 +76,7 @@ def test_a_cache_hit_gives_the_same_findings_without_linting(tree, tmp_path, mon
     def no_linting(*args, **kwargs):
         raise AssertionError("a cached file was linted again")
 
-    monkeypatch.setattr(runner, "lint_bytes", no_linting)
+    monkeypatch.setattr(runner, "analyse_bytes", no_linting)
     second, errors = runner.lint_files(tree, settings_for, jobs=1, cache=ResultsCache(tmp_path / "cache"))
     assert errors == []
     assert flat(second) == flat(first)
@@ -131,7 +131,8 @@ def test_a_corrupt_cache_entry_is_a_miss_and_is_rewritten(tree, tmp_path, garbag
     key = cache.key(str(target), target.read_bytes(), settings_for(target))
     entry = cache._entry(key)
     assert entry.exists()
-    entry.write_bytes(garbage)
+    for stored in cache.directory.rglob("*.pickle"):  # the file's entry and the whole run's
+        stored.write_bytes(garbage)
     assert cache.get(key) is None
     again, errors = runner.lint_files([target], settings_for, cache=cache)
     assert errors == [] and flat(again) == flat(expected)
@@ -157,7 +158,7 @@ def test_a_file_changed_between_the_cache_check_and_the_lint_is_cached_under_wha
     results, _ = runner.lint_files([target], settings_for, jobs=1, cache=cache)
     assert [f.code for f in results[0].findings] == ["WL102"]
     assert cache.get(cache.key(str(target), first_bytes, settings_for(target))) is None
-    assert [f.code for f in cache.get(cache.key(str(target), second_bytes, settings_for(target)))] == ["WL102"]
+    assert [f.code for f in cache.get(cache.key(str(target), second_bytes, settings_for(target))).findings] == ["WL102"]
 
 
 def test_jobs_2_gives_the_same_findings_in_the_same_order_as_jobs_1(tree):
@@ -232,4 +233,85 @@ def test_no_cache_writes_nothing(tree, tmp_path):
     assert not (tmp_path / ".warp_lint_cache").exists()
     code, _, err = _finish(_check(tmp_path, cache_dir))  # and the cache is written without it
     assert code == 1, err
-    assert list(cache_dir.rglob("*.json")) and (cache_dir / "CACHEDIR.TAG").exists()
+    assert list(cache_dir.rglob("*.pickle")) and (cache_dir / "CACHEDIR.TAG").exists()
+
+
+KERNEL_FILE = """
+import warp as wp
+
+@wp.kernel
+def square_in_place(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] * a[i]
+"""
+
+DRIVER_FORWARD = """
+import warp as wp
+from kernels import square_in_place
+
+def run(a):
+    wp.launch(square_in_place, 3, inputs=[a])
+"""
+
+DRIVER_RECORDED = """
+import warp as wp
+from kernels import square_in_place
+
+def run(a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square_in_place, 3, inputs=[a])
+    tape.backward(loss)
+"""
+
+
+def test_a_change_to_a_file_the_linted_file_depends_on_reaches_it_through_the_cache(tmp_path):
+    """The driver is not linted, only read: whether it records the kernel decides the finding."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'sim'\n")
+    kernels, driver = tmp_path / "kernels.py", tmp_path / "driver.py"
+    kernels.write_text(KERNEL_FILE)
+    driver.write_text(DRIVER_FORWARD)
+    cache = ResultsCache(tmp_path / "cache")
+    forward, _ = runner.lint_files([kernels], settings_for, cache=cache)
+    assert forward[0].findings == []  # launched outside any tape: forward-only
+    driver.write_text(DRIVER_RECORDED)
+    recorded, _ = runner.lint_files([kernels], settings_for, cache=cache)
+    assert [f.code for f in recorded[0].findings] == ["WL102"]
+    assert "recorded on `tape`" in recorded[0].findings[0].related[0].message
+    driver.write_text(DRIVER_FORWARD)
+    again, _ = runner.lint_files([kernels], settings_for, cache=cache)
+    assert again[0].findings == []
+
+
+FUNCS_READ = """
+import warp as wp
+
+@wp.func
+def store(a: wp.array(dtype=float), i: int, v: float):
+    wp.atomic_add(a, i, v)
+"""
+
+KERNEL_THROUGH_HELPER = """
+import warp as wp
+from funcs import store
+
+@wp.kernel
+def through_helper(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    b[i] = a[i] * a[i]
+    store(a, i, 1.0)
+"""
+
+
+def test_a_change_to_an_imported_helper_reaches_the_cached_analysis_of_its_caller(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'sim'\n")
+    funcs, kernels = tmp_path / "funcs.py", tmp_path / "kernels.py"
+    funcs.write_text(FUNCS_READ)
+    kernels.write_text(KERNEL_THROUGH_HELPER)
+    cache = ResultsCache(tmp_path / "cache")
+    settings = lambda p: FileSettings(("WL102",), "")  # noqa: E731
+    accumulates, _ = runner.lint_files([kernels], settings, cache=cache)
+    assert accumulates[0].findings == []  # the helper accumulates: fine
+    funcs.write_text(FUNCS_READ.replace("wp.atomic_add(a, i, v)", "a[i] = v"))
+    stores, _ = runner.lint_files([kernels], settings, cache=cache)
+    assert [f.code for f in stores[0].findings] == ["WL102"]  # now it stores after the read

@@ -164,6 +164,26 @@ def test_fix_writes_atomically_keeping_bom_crlf_and_mode(project):
     assert not [p for p in target.parent.iterdir() if p.name.startswith(".warp-lint-")]
 
 
+def test_fixing_unused_noqa_keeps_a_bare_noqa_and_leaves_no_trailing_whitespace(project):
+    target = project / "pkg" / "suppressed.py"
+    target.write_text(HAZARD.replace("a[i] * a[i]", "a[i] * a[i]  # noqa").replace(
+        "i = wp.tid()", "i = wp.tid()  # noqa: WL102"))
+    result = run("check", "--report-unused-noqa", "--fix", "pkg/suppressed.py", cwd=project)
+    assert "Fixed 1 error." in result.stdout, result.stdout + result.stderr
+    assert target.read_text() == HAZARD.replace("a[i] * a[i]", "a[i] * a[i]  # noqa")
+    assert result.returncode == 0  # the bare noqa is used: it suppresses WL102
+
+
+def test_an_unused_bare_noqa_survives_fix_and_goes_with_unsafe_fixes(project):
+    target = project / "pkg" / "suppressed.py"
+    target.write_text(HAZARD.replace("i = wp.tid()", "i = wp.tid()  # noqa").replace("a[i] * a[i]", "2.0"))
+    result = run("check", "--report-unused-noqa", "--fix", "pkg/suppressed.py", cwd=project)
+    assert result.returncode == 1 and "WL900" in result.stdout
+    assert "i = wp.tid()  # noqa\n" in target.read_text()
+    run("check", "--report-unused-noqa", "--fix", "--unsafe-fixes", "pkg/suppressed.py", cwd=project)
+    assert "    i = wp.tid()\n" in target.read_text()
+
+
 def test_diff_shows_the_fix_and_writes_nothing(project):
     target = project / "pkg" / "fixable.py"
     target.write_text(FIXABLE)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from warp_lint.testing import lint_code
+from warp_lint.testing import fix_code, lint_code, snippet
 
 
 def codes(code: str, **options) -> list[tuple[str, int]]:
@@ -191,6 +191,33 @@ class TestArrayAccess:
                     out[j] = a[j + 1]
         """) == [("WL102", 6)]
 
+    def test_a_helper_read_later_in_a_loop_precedes_the_next_iterations_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.func
+            def peek(a: wp.array(dtype=float), j: int):
+                return a[j]
+
+            @wp.kernel
+            def k(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+                for j in range(3):
+                    a[j] = 1.0
+                    out[j] = peek(a, j + 1)
+        """) == [("WL102", 10)]
+
+    def test_elements_read_and_written_apart_are_no_read_then_write(self):
+        assert codes("""
+            import warp as wp
+
+            @wp.kernel
+            def k(x: wp.array(dtype=float), n: int, prods: wp.array(dtype=float)):
+                prods[0] = 1.0
+                for i in range(n):
+                    prods[i + 1] = x[i] * prods[i]
+                    prods[i + 1] = prods[i + 1] * prods[i + 1]
+        """) == [("WL102", 8)]
+
     def test_two_dimensional_element_store_is_not_a_component_write(self):
         assert codes("""
             import warp as wp
@@ -311,6 +338,38 @@ class TestSuppression:
             ("WL900", "Unused `# noqa` for WL101: nothing is reported here")]
         assert found[0].fix.edits[0].content == "# noqa: WL102"
 
+    LINE = """
+        import warp as wp
+
+        @wp.kernel
+        def k(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = 2.0{comment}
+    """
+
+    @pytest.mark.parametrize("comment, fixed", [
+        ("  # noqa: WL102", ""),  # the whitespace that separated the comment goes with it
+        ("  # noqa: WL102, F841", "  # noqa: F841"),  # another linter's code stays
+        ("  # type: ignore  # noqa: WL102", "  # type: ignore"),
+        ("  # noqa: WL102  # a reason", "  # a reason"),
+        ("  # noqa: WL102 because of x", "  # because of x"),  # the rest stays a comment
+    ])
+    def test_the_safe_fix_removes_unused_codes_and_the_whitespace_before_them(self, comment, fixed):
+        fixed_code = fix_code(self.LINE.format(comment=comment), select=["WL102"], report_unused_noqa=True)
+        assert fixed_code == snippet(self.LINE.format(comment=fixed))
+
+    def test_an_unused_noqa_alone_on_its_line_goes_with_its_line(self):
+        code = self.LINE.format(comment="\n            # noqa: WL102")
+        assert fix_code(code, select=["WL102"], report_unused_noqa=True) == snippet(self.LINE.format(comment=""))
+
+    def test_a_bare_noqa_is_reported_but_removed_only_by_an_unsafe_fix(self):
+        """A bare `# noqa` silences every linter on the line: warp-lint cannot know it is unused."""
+        code = self.LINE.format(comment="  # noqa")
+        found = lint_code(code, report_unused_noqa=True)
+        assert [f.code for f in found] == ["WL900"]
+        assert fix_code(code, report_unused_noqa=True) == snippet(code)
+        assert fix_code(code, report_unused_noqa=True, unsafe=True) == snippet(self.LINE.format(comment=""))
+
 
 class TestBadInput:
     def test_syntax_error_is_reported_with_its_position(self):
@@ -397,13 +456,99 @@ def test_matrix_built_from_literal_rows_is_a_constant():
     """) == []
 
 
-def test_scaling_in_place_by_a_constant_keeps_the_gradient_right():
+def test_a_diagonal_built_from_constants_then_updated_is_reported_at_the_update_only():
+    """Measured (tests/measured, wl103_*): the first loop overwrites constants, which carry no gradient;
+    the second overwrites the first loop's values."""
     assert codes("""
         import warp as wp
 
         @wp.kernel
-        def k(a: wp.array(dtype=float), b: wp.array(dtype=float), g: wp.array(dtype=float), damping: float):
+        def k(d: wp.array(dtype=float), r: wp.array(dtype=float), k: float, out: wp.array(dtype=wp.mat33)):
+            tid = wp.tid()
+            m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+            for i in range(3):
+                m[i, i] = d[i] * k
+            for i in range(3):
+                m[i, i] = r[i]
+            out[tid] = m
+    """, select=["WL103"]) == [("WL103", 10)]
+
+
+def test_an_augmented_component_store_stays_reported_until_1_18():
+    """Measured (tests/measured, wl101_component_accumulate): `y[i].y += v` drops the gradient of `v`
+    through 1.17.0, while `y[i].x = v` is right from 1.14.0."""
+    code = """
+        import warp as wp
+
+        @wp.kernel
+        def k(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
             i = wp.tid()
-            a[i] = a[i] * damping
-            b[i] = b[i] * g[i]
-    """) == [("WL102", 7)]
+            y[i].x = x[i]
+            y[i].y += x[i] * x[i]
+    """
+    assert codes(code, target="==1.13.0") == [("WL101", 6), ("WL101", 7)]
+    assert codes(code, target="==1.17.0") == [("WL101", 7)]
+    assert codes(code, target=">=1.18") == []
+
+
+STRUCT_FIELD_UPDATE = """
+    import warp as wp
+
+    @wp.struct
+    class Particle:
+        pos: wp.vec3
+        vel: wp.vec3
+
+    @wp.kernel
+    def step(particles: wp.array(dtype=Particle), f: wp.array(dtype=wp.vec3), dt: float):
+        tid = wp.tid()
+        p = particles[tid]
+        particles[tid].vel = p.vel + f[tid] * dt
+"""
+
+
+def test_a_field_update_on_a_struct_array_element_is_the_component_write_it_is():
+    """Measured (tests/measured, wl101_struct_field_update): `f` gets no gradient up to 1.13.0, the
+    right one from 1.14.0; the update only adds to the field it read, so no replay goes wrong."""
+    assert codes(STRUCT_FIELD_UPDATE, target="<1.14") == [("WL101", 12)]
+    assert codes(STRUCT_FIELD_UPDATE, target=">=1.14") == []
+    product = STRUCT_FIELD_UPDATE.replace("p.vel + f[tid] * dt", "wp.cw_mul(p.vel, f[tid])")
+    assert codes(product, target=">=1.14") == [("WL102", 12)]  # measured wrong on every release
+    other_field = STRUCT_FIELD_UPDATE.replace("p.vel + f[tid] * dt", "p.vel + p.pos * wp.length(p.pos)")
+    assert codes(other_field, target=">=1.14") == []  # `pos` is not overwritten: its replay is right
+
+
+SCALED_IN_PLACE = """
+    import warp as wp
+
+    @wp.kernel
+    def k(a: wp.array(dtype=float), b: wp.array(dtype=float), g: wp.array(dtype=float), damping: float):
+        i = wp.tid()
+        a[i] = a[i] * damping
+        b[i] = b[i] * g[i]
+"""
+
+
+def test_scaling_in_place_by_a_constant_keeps_the_gradient_right_from_1_13():
+    """Measured (tests/measured, wl102_scaled_in_place): right on 1.13.0 and 1.19.0; on 1.4.2
+    and 1.12.1 the store does not cut the old value's gradient (AD 2.16 against FD 1.02)."""
+    assert codes(SCALED_IN_PLACE, target=">=1.13") == [("WL102", 7)]
+    assert codes(SCALED_IN_PLACE, target="<1.13") == [("WL102", 6), ("WL102", 7)]
+
+
+def test_an_update_through_a_local_copy_is_read_like_one_in_the_store():
+    code = """
+        import warp as wp
+
+        @wp.kernel
+        def k(a: wp.array(dtype=float), b: wp.array(dtype=float), x: wp.array(dtype=float), damping: float):
+            i = wp.tid()
+            v = a[i]
+            a[i] = v + x[i] * x[i]
+            w = b[i]
+            b[i] = w * damping
+    """
+    assert codes(code, target=">=1.13") == []
+    assert codes(code, target="<1.13") == [("WL102", 7), ("WL102", 9)]
+    used_elsewhere = code.replace("b[i] = w * damping", "b[i] = w * damping + w * w")
+    assert codes(used_elsewhere, target=">=1.13") == [("WL102", 9)]

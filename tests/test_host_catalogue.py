@@ -8,22 +8,17 @@ planted hazard carries `# expect: CODE` on the line it is reported on.
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
 
-from warp_lint.context import FileContext
+from expect_markers import expected
 from warp_lint.registry import all_rules
-from warp_lint.source import decode_source
-from warp_lint.testing import lint_code
-from warp_lint.triage import triage
+from warp_lint.testing import lint_code, recordings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "host_catalogue"
 CATALOGUE = ["WL207", "WL208", "WL209", "WL210", "WL211", "WL212", "WL213", "WL303", "WL304"]
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 
 KERNELS = """
 import warp as wp
@@ -41,10 +36,7 @@ def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
 
 
 def scopes(code: str):
-    text = textwrap.dedent(code)
-    triaged = triage(text, frozenset(), whole_file=True)
-    context = FileContext(decode_source("example.py", text.encode()), triaged, cst.parse_module(triaged.synthetic), "")
-    return context.host_scopes
+    return recordings(textwrap.dedent(code))
 
 
 def codes(code: str, select=None, target: str = "") -> list[str]:
@@ -85,7 +77,7 @@ def run(state, y, n):
     assert reader.event.reads[0].key == "state.q"
 
 
-def test_helper_calls_carry_the_helpers_effects_on_their_arguments():
+def test_helper_calls_are_followed_with_the_callers_arrays():
     scope = scopes(KERNELS + """
 def reset(a, b):
     a.zero_()
@@ -104,10 +96,14 @@ class Sim:
         self.loss_of()
 """)
     (scope,) = [s for s in scope if s.name == "run"]
-    direct, nested, method = [e for e in scope.events if e.helper]
-    assert {r.key for r in direct.helper_writes} == {"x"} and {r.key for r in direct.helper_reads} == {"y"}
-    assert {r.key for r in nested.helper_writes} == {"y"} and nested.helper_launches == 1
-    assert method.kind == "method" and {r.key for r in method.helper_writes} == {"self.loss"}
+    writes = [(e.kind, [r.key for r in e.writes], [c.callee for c in e.chain]) for e in scope.events if e.writes]
+    assert writes == [
+        ("method", ["x"], ["reset"]), ("launch", ["x"], ["reset"]),  # reset(x, y): a is x, b is y
+        ("method", ["y"], ["outer", "reset"]), ("launch", ["y"], ["outer", "reset"]),  # outer swaps them
+        ("launch", ["self.loss"], ["Sim.loss_of"]),
+    ]
+    reads = [[r.key for r in e.reads] for e in scope.events if e.launch is not None]
+    assert reads == [["y"], ["x"], ["self.y"]]
 
 
 def test_utility_ops_read_and_write_their_arrays_and_retain_grad_is_read():
@@ -205,7 +201,7 @@ def run(x, y, loss):
 """, ["WL209"]) == ["WL209"]
 
 
-def test_wl210_reported_on_the_helper_call_and_silent_for_readers():
+def test_wl210_reported_on_the_launch_in_the_helper_with_the_call_related():
     code = KERNELS + """
 def compute_loss(y, loss):
     wp.launch(total, 3, inputs=[y], outputs=[loss])
@@ -216,14 +212,15 @@ def run(x, y, loss, tape):
     compute_loss(y, loss)
     tape.backward(loss)
 """
-    # the helper mentions no trigger: only seen in a whole-file parse
-    found = lint_code(code, select=["WL210"], whole_file=True)
+    found = lint_code(code, select=["WL210"])
     lines = code.lstrip("\n").splitlines()
     assert [(f.code, lines[f.start.line - 1].strip()) for f in found] == [
-        ("WL210", "compute_loss(y, loss)")]
+        ("WL210", "wp.launch(total, 3, inputs=[y], outputs=[loss])")]
+    assert [lines[r.start.line - 1].strip() for r in found[0].related] == [
+        "tape.backward(loss)", "compute_loss(y, loss)"]
 
 
-def test_wl211_leaves_wl201_cases_to_wl201_and_ignores_grad_writes():
+def test_wl211_owns_writes_after_the_recording_and_ignores_grad_writes():
     code = KERNELS + """
 def run(x, y, loss):
     tape = wp.Tape()
@@ -234,7 +231,7 @@ def run(x, y, loss):
     x.grad.zero_()
     tape.backward(loss)
 """
-    assert codes(code, ["WL201", "WL211"]) == ["WL201"]
+    assert codes(code, ["WL201", "WL211"]) == ["WL211"]
 
 
 def test_wl212_needs_retain_grad_and_a_second_store():
@@ -310,22 +307,13 @@ def test(x, y):
 
 
 @pytest.mark.parametrize("code", CATALOGUE)
-def test_catalogue_rules_declare_triggers_and_versions_sections(code):
+def test_catalogue_rules_read_the_project_model_and_have_versions_sections(code):
     rule = all_rules()[code]
-    assert rule.triggers
+    assert rule.level == "project"
     assert "Measured" in rule.sections()["Warp versions"]
 
 
 # -- realistic fixtures -------------------------------------------------------------------------
-
-def expected(text: str) -> list[tuple[int, str]]:
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = EXPECT.search(line)
-        if match:
-            found += [(number, c.strip()) for c in match.group(1).split(",") if c.strip()]
-    return sorted(found)
-
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
 def test_fixture(path):

@@ -7,22 +7,17 @@ tests/fixtures/host/, where each planted hazard carries `# expect: CODE` on the 
 
 from __future__ import annotations
 
-import re
 import textwrap
 from pathlib import Path
 
-import libcst as cst
 import pytest
 
-from warp_lint.context import FileContext
+from expect_markers import expected
 from warp_lint.registry import all_rules
-from warp_lint.source import decode_source
-from warp_lint.testing import lint_code
-from warp_lint.triage import triage
+from warp_lint.testing import lint_code, recordings
 
 FIXTURES = Path(__file__).parent / "fixtures" / "host"
 HOST_CODES = [code for code in all_rules() if code.startswith(("WL2", "WL3"))]
-EXPECT = re.compile(r"#\s*expect:\s*([A-Z0-9, ]+)")
 
 KERNELS = """
 import warp as wp
@@ -35,10 +30,7 @@ def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
 
 
 def scopes(code: str):
-    text = textwrap.dedent(code)
-    triaged = triage(text, frozenset(), whole_file=True)
-    context = FileContext(decode_source("example.py", text.encode()), triaged, cst.parse_module(triaged.synthetic), "")
-    return context.host_scopes
+    return recordings(textwrap.dedent(code))
 
 
 def codes(code: str, select=None, target: str = "") -> list[str]:
@@ -287,20 +279,11 @@ def check(k, x, y):
 
 
 @pytest.mark.parametrize("code", HOST_CODES)
-def test_host_rules_declare_triggers(code):
-    assert all_rules()[code].triggers, f"{code} must declare triggers: the triage pass parses nothing for it otherwise"
+def test_host_rules_read_the_project_model(code):
+    assert all_rules()[code].level == "project", f"{code} reads recordings: it must run at the project level"
 
 
 # -- realistic fixtures -------------------------------------------------------------------------
-
-def expected(text: str) -> list[tuple[int, str]]:
-    found = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        match = EXPECT.search(line)
-        if match:
-            found += [(number, c.strip()) for c in match.group(1).split(",") if c.strip()]
-    return sorted(found)
-
 
 @pytest.mark.parametrize("path", sorted(FIXTURES.glob("*.py")), ids=lambda p: p.stem)
 def test_fixture(path):

@@ -93,7 +93,7 @@ def shared_findings() -> list[Finding]:
     )
     wl900 = Finding(
         code="WL900", name="unused-noqa", path="sim/kernels.py", start=p(14, 25), end=p(14, 38), severity="warning",
-        noqa_row=14, fix=Fix("Remove the unused suppression", (Edit(p(14, 25), p(14, 38), ""),)),
+        noqa_row=14, fix=Fix("Remove the unused suppression", (Edit(p(14, 23), p(14, 38), ""),)),
         message="Unused `# noqa` for WL101: nothing is reported here",
     )
     wl104 = Finding(

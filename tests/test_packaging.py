@@ -58,3 +58,17 @@ def test_installed_warp_examples_and_tests_lint_without_a_crash():
     assert "internal error" not in result.stderr
     findings = json.loads(result.stdout)
     assert not [f for f in findings if f["code"] in ("E999", "E902")], "warp's own files all parse"
+
+
+def test_a_source_checkout_without_an_install_says_in_one_line_to_install_it():
+    """`python -m warp_lint` in the checkout finds `warp_lint/` but not `warp_lint.rules`, which only
+    the install maps onto the top-level `rules/` folder. `-S` keeps the editable install's finder
+    out; PYTHONPATH keeps the dependencies in."""
+    dependencies = os.pathsep.join(p for p in sys.path if p.endswith("site-packages"))
+    environment = {**os.environ, "PYTHONPATH": dependencies}
+    result = subprocess.run([sys.executable, "-S", "-m", "warp_lint", "check", "--no-cache", "examples"], cwd=ROOT,
+                            capture_output=True, text=True, env=environment, timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert "pip install -e ." in result.stderr and "rules/" in result.stderr and "warp_lint.rules" in result.stderr

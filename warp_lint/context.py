@@ -18,10 +18,11 @@ from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionPr
 from warp_lint import versions
 from warp_lint.cst_walk import walk
 from warp_lint.finding import Edit, Finding, Fix, Position
-from warp_lint.host import HostScope, build_host_scopes
+from warp_lint.kernel_facts import KernelFacts, kernel_facts
 from warp_lint.kernels import KernelIndex, build_kernel_index
 from warp_lint.module_options import ModuleOptions, build_module_options
 from warp_lint.names import WarpNames
+from warp_lint.project.summary import WARP_DECORATOR_KINDS, FileSummary
 from warp_lint.source import SourceFile
 from warp_lint.triage import Triage
 
@@ -91,12 +92,14 @@ class Positions:
 
 
 class FileContext:
-    def __init__(self, source: SourceFile, triage: Triage, module: cst.Module, target_version: str):
+    def __init__(self, source: SourceFile, triage: Triage, module: cst.Module, target_version: str,
+                 imported_helpers: dict | None = None):
         self.source = source
         self.path = source.path
         self.triage = triage
         self.module = module
         self.target_version = target_version
+        self.imported_helpers = imported_helpers  # finds other files' @wp.func helpers by the code calling them
         self.reports: list[Report] = []
 
     # -- shared providers -----------------------------------------------------------------
@@ -110,11 +113,27 @@ class FileContext:
 
     @functools.cached_property
     def kernels(self) -> KernelIndex:
-        return build_kernel_index(self.module, self.names, self.options)
+        return build_kernel_index(self.module, self.names, self.options, self.imported_helpers)
 
-    @functools.cached_property
-    def host_scopes(self) -> list[HostScope]:
-        return build_host_scopes(self.module, self.names, self.kernels)
+    def kernel_facts(self, summary: FileSummary) -> dict[str, KernelFacts]:
+        """Each kernel's and func's facts, by its qualified name in the file's summary.
+
+        The kernel model and the summary list the file's Warp definitions in source order, so the
+        n-th model named `f` is the n-th definition named `f`.
+        """
+        defined: dict[str, list[str]] = {}
+        for key, function in sorted(summary.warp_defs.items(), key=lambda item: item[1].first_line):
+            if any(d.qualified in WARP_DECORATOR_KINDS for d in function.decorators):
+                defined.setdefault(function.name, []).append(key)
+        seen: dict[str, int] = {}
+        facts: dict[str, KernelFacts] = {}
+        for function in self.kernels.functions:
+            number = seen.get(function.name, 0)
+            seen[function.name] = number + 1
+            keys = defined.get(function.name, [])
+            if number < len(keys):
+                facts[keys[number]] = kernel_facts(function, self.kernels)
+        return facts
 
     @functools.cached_property
     def positions(self) -> Positions:

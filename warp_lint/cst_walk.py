@@ -96,6 +96,24 @@ def mentions_name(node: cst.CSTNode, name: str) -> bool:
     return False
 
 
+def name_uses(node: cst.CSTNode, name: str) -> list[tuple[cst.Name, cst.CSTNode | None]]:
+    """Each plain use of ``name`` under ``node`` with the node right above it (``x.name`` attributes
+    are not uses), in no particular order."""
+    found = []
+    stack: list[tuple[cst.CSTNode, cst.CSTNode | None]] = [(node, None)]
+    while stack:
+        current, parent = stack.pop()
+        kind = current.__class__
+        if kind is cst.Name:
+            if current.value == name:
+                found.append((current, parent))
+        elif kind is cst.Attribute:
+            stack.append((current.value, current))
+        else:
+            stack.extend((child, current) for child in children(current))
+    return found
+
+
 def signed_terms(node: cst.BaseExpression, sign: int = 1) -> list[tuple[int, cst.BaseExpression]]:
     """The terms of a sum with their signs: ``a - (b + c)`` -> [(1, a), (-1, b + c)]."""
     if isinstance(node, cst.BinaryOperation) and isinstance(node.operator, (cst.Add, cst.Subtract)):

@@ -7,14 +7,17 @@ import dataclasses
 import functools
 import sys
 import traceback
+from typing import Callable
 
 import libcst as cst
 
 from warp_lint import suppression
 from warp_lint.context import FileContext
 from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
-from warp_lint.registry import all_rules
-from warp_lint.source import SourceError, SourceFile, decode_source
+from warp_lint.kernel_facts import KernelFacts
+from warp_lint.project.summary import FileSummary, summarize
+from warp_lint.registry import EXTRA_CODES, all_rules
+from warp_lint.source import SourceError, SourceFile, decode_source, split_lines
 from warp_lint.triage import triage
 
 # Bigger files are reported, not linted: a generated 10 MB module holds no hand-written kernel,
@@ -30,6 +33,25 @@ class FileSettings:
     target_version: str
     report_unused_noqa: bool = False
     whole_file: bool = False  # analyse the whole file instead of the triaged regions (tests)
+    report_forward_only: bool = False  # report kernel findings in code no recording differentiates
+
+
+@dataclasses.dataclass
+class FileAnalysis:
+    """One file's own share of a run: its summary for the project model, its kernels' facts, and
+    what its own rules found (kernel rules, input errors), before project facts and suppressions."""
+
+    path: str
+    findings: list[Finding]
+    summary: FileSummary | None = None
+    facts: dict[str, KernelFacts] = dataclasses.field(default_factory=dict)
+    source: SourceFile | None = None  # not cached: read again when needed
+    # files whose helpers the kernel model followed -> the digest of their text then: a cached
+    # analysis is stale when one of them changed
+    dependencies: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def without_source(self) -> FileAnalysis:
+        return dataclasses.replace(self, source=None)
 
 
 @dataclasses.dataclass
@@ -55,51 +77,94 @@ def input_error(path: str, code: str, message: str, line: int = 1, column: int =
 
 
 @functools.lru_cache(maxsize=32)
-def _triggers(rule_codes: tuple[str, ...]) -> frozenset[str]:
+def file_rules(rule_codes: tuple[str, ...]) -> tuple[str, ...]:
+    """The codes among ``rule_codes`` of rules that read one file (kernel rules)."""
     rules = all_rules()
-    return frozenset().union(*(rules[code].triggers for code in rule_codes if code in rules))
+    return tuple(code for code in rule_codes if code in rules and rules[code].level == "file")
 
 
-def lint_bytes(path: str, raw: bytes, settings: FileSettings) -> FileResult:
-    """Lint one file's bytes. Never raises for bad input; raises InternalError for a bug of ours."""
+def analyse_bytes(path: str, raw: bytes, settings: FileSettings,
+                  helpers: Callable[[str, FileSummary], Callable] | None = None) -> FileAnalysis:
+    """Analyse one file's bytes. Never raises for bad input; raises InternalError for a bug of ours."""
     if b"warp" not in raw:  # cheap before expensive: no Warp, nothing to find
-        return FileResult(path, [])
+        return FileAnalysis(path, [])
     if len(raw) > MAX_FILE_BYTES:
-        return FileResult(path, [input_error(path, "E902", f"file is {len(raw) // 1024 // 1024} MB, larger than the"
-                                             f" {MAX_FILE_BYTES // 1024 // 1024} MB limit; not linted")])
+        return FileAnalysis(path, [input_error(path, "E902", f"file is {len(raw) // 1024 // 1024} MB, larger than the"
+                                               f" {MAX_FILE_BYTES // 1024 // 1024} MB limit; not linted")])
     try:
         source = decode_source(path, raw)
     except SourceError as error:
-        return FileResult(path, [input_error(path, error.code, str(error), error.line, error.column)])
-    return lint_source(source, settings)
+        return FileAnalysis(path, [input_error(path, error.code, str(error), error.line, error.column)])
+    return analyse_source(source, settings, helpers=helpers)
 
 
-def lint_source(source: SourceFile, settings: FileSettings) -> FileResult:
+def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True,
+                   helpers: Callable[[str, FileSummary], Callable] | None = None) -> FileAnalysis:
+    """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels.
+
+    ``helpers(path, summary)`` gives a lookup of the ``@wp.func`` helpers of other files that the
+    file's kernels call (its project's), so the kernel model follows calls into them; the lookup's
+    ``found`` are what the analysis depends on."""
     path = source.path
     try:
-        triaged = triage(source.text, _triggers(settings.rule_codes), settings.whole_file)
+        triaged = triage(source.text, settings.whole_file)
     except SyntaxError as error:
-        return FileResult(path, [_syntax_error(path, error)], source)
+        return FileAnalysis(path, [_syntax_error(path, error)], source=source)
     except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, absurd nesting
-        return FileResult(path, [input_error(path, "E999", f"cannot parse: {error or type(error).__name__}")], source)
-    if triaged is None:
-        return FileResult(path, [], source)
+        return FileAnalysis(path, [input_error(path, "E999", f"cannot parse: {error or type(error).__name__}")],
+                            source=source)
+    try:
+        with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
+            summary = summarize(triaged.tree, source.text, triaged.warp_aliases)
+    except RecursionError:
+        return FileAnalysis(path, [input_error(path, "E999", "expression nested too deeply to analyse")],
+                            source=source)
+    analysis = FileAnalysis(path, [], summary, source=source)
+    if not kernels or not triaged.regions:
+        return analysis
     try:
         module = cst.parse_module(triaged.synthetic)
     except cst.ParserSyntaxError as error:
-        return FileResult(path, [input_error(
+        analysis.findings = [input_error(
             path, "E999", f"LibCST cannot parse this file: {error.message} (Python itself can: the syntax may be"
-            " newer than the installed libcst supports; upgrade libcst)", error.raw_line, error.raw_column + 1)], source)
+            " newer than the installed libcst supports; upgrade libcst)", error.raw_line, error.raw_column + 1)]
+        return analysis
     except RecursionError:
-        return FileResult(path, [input_error(path, "E999", "expression nested too deeply to analyse")], source)
+        analysis.findings = [input_error(path, "E999", "expression nested too deeply to analyse")]
+        return analysis
     try:
-        findings = _run_rules(source, triaged, module, settings)
+        with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
+            lookup = helpers(path, summary) if helpers is not None else None
+            context = FileContext(source, triaged, module, settings.target_version, lookup)
+            for code in file_rules(settings.rule_codes):
+                all_rules()[code]().check(context)
+            analysis.findings = context.findings()
+            analysis.facts = context.kernel_facts(summary)
+            if lookup is not None:
+                analysis.dependencies = {h.path: h.digest for h in lookup.found.values()}
     except RecursionError:
-        return FileResult(path, [input_error(path, "E999", "expression nested too deeply to analyse")], source)
+        analysis.findings = [input_error(path, "E999", "expression nested too deeply to analyse")]
     except Exception as error:  # a bug in warp-lint: name the file, keep the traceback
         detail = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         raise InternalError(path, detail) from error
-    return FileResult(path, findings, source)
+    return analysis
+
+
+def lint_source(source: SourceFile, settings: FileSettings) -> FileResult:
+    """Lint one file on its own: the file is its whole project (snippets, tests, a fix's re-lint)."""
+    from warp_lint.workspace import Workspace
+
+    analysis = analyse_source(source, settings)  # alone: no other file's helpers to follow
+    return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
+
+
+def lint_bytes(path: str, raw: bytes, settings: FileSettings) -> FileResult:
+    analysis = analyse_bytes(path, raw, settings)
+    if analysis.summary is None:
+        return finalize(analysis.source, path, analysis.findings, settings)
+    from warp_lint.workspace import Workspace
+
+    return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
 
 
 def _syntax_error(path: str, error: SyntaxError) -> Finding:
@@ -125,34 +190,25 @@ def _recursion_limit(limit: int):
         sys.setrecursionlimit(previous)
 
 
-def _run_rules(source: SourceFile, triaged, module: cst.Module, settings: FileSettings) -> list[Finding]:
-    with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
-        return _run_rules_unguarded(source, triaged, module, settings)
-
-
-def _run_rules_unguarded(source: SourceFile, triaged, module: cst.Module, settings: FileSettings) -> list[Finding]:
-    context = FileContext(source, triaged, module, settings.target_version)
-    rules = all_rules()
-    for code in settings.rule_codes:
-        rules[code]().check(context)
-    if not context.reports and not settings.report_unused_noqa:
-        return []
-    findings = context.findings()
-    directives = suppression.parse_directives(source.text)
+def finalize(source: SourceFile | None, path: str, findings: list[Finding], settings: FileSettings) -> FileResult:
+    """Suppressions, unused suppressions and order: the last step of every file's findings."""
+    if not findings and not settings.report_unused_noqa:
+        return FileResult(path, [], source)
+    directives = suppression.parse_directives(source.text) if source is not None else {}
     kept = []
     for finding in findings:
-        if suppression.is_suppressed(directives, finding.start.line, finding.code):
-            continue
-        finding.noqa_row = finding.start.line
-        kept.append(finding)
-    if settings.report_unused_noqa:
+        if finding.code in EXTRA_CODES or not suppression.is_suppressed(directives, finding.start.line, finding.code):
+            finding.noqa_row = finding.start.line
+            kept.append(finding)
+    if settings.report_unused_noqa and source is not None:
         kept.extend(_unused_noqa(source, directives, set(settings.rule_codes)))
     kept.sort(key=Finding.sort_key)
-    return kept
+    return FileResult(path, kept, source)
 
 
 def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Finding]:
     findings = []
+    lines = None
     for directive in directives.values():
         codes = directive.codes
         if codes is None:
@@ -164,8 +220,15 @@ def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Fin
             continue
         start, end = Position(directive.line, directive.column), Position(directive.line, directive.end_column)
         keep = [c for c in (codes or ()) if c not in unused]
-        replacement = f"# noqa: {', '.join(keep)}" if keep else ""
-        fix = Fix("Remove the unused suppression", (Edit(start, end, replacement),), Applicability.SAFE)
+        if keep:
+            fix = Fix("Remove the unused codes", (Edit(start, end, f"# noqa: {', '.join(keep)}"),), Applicability.SAFE)
+        else:
+            lines = lines or split_lines(source.text)
+            removal = _directive_removal(lines, directive)
+            # A bare `# noqa` silences every linter on the line, and warp-lint only knows it silenced
+            # none of its own findings: removing it is the user's call (ruff's RUF100 leaves it too).
+            fix = (Fix("Remove the unused suppression", (removal,), Applicability.SAFE) if codes is not None
+                   else Fix("Remove the bare `# noqa` (other linters may rely on it)", (removal,), Applicability.UNSAFE))
         what = "`# noqa`" if codes is None else f"`# noqa` for {', '.join(unused)}"
         findings.append(Finding(code="WL900", name="unused-noqa", message=f"Unused {what}: nothing is reported here",
                                 path=source.path, start=start, end=end, severity="warning", fix=fix,
@@ -173,14 +236,35 @@ def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Fin
     return findings
 
 
+def _directive_removal(lines: list[str], directive) -> Edit:
+    """The edit that deletes a directive with the whitespace that only set it apart: the spaces before
+    it at the end of a line, the line itself when it held nothing else. Text after it in the same
+    comment (`# noqa: WL102 because ...`) stays a comment; a second comment after it stays as it was."""
+    row = directive.line
+    line = lines[row - 1].rstrip("\r\n")
+    before, after = line[:directive.column - 1], line[directive.end_column - 1:]
+    if after.strip():
+        if after.lstrip().startswith("#"):  # `# noqa: WL102  # why`: the next comment takes its place
+            return Edit(Position(row, directive.column), Position(row, len(line) - len(after.lstrip()) + 1), "")
+        return Edit(Position(row, directive.column), Position(row, directive.end_column), "#")
+    if before.strip():
+        return Edit(Position(row, len(before.rstrip()) + 1), Position(row, len(line) + 1), "")
+    if row < len(lines) or lines[row - 1] != line:  # the comment's whole line, with its line ending
+        return Edit(Position(row, 1), Position(row + 1, 1), "")
+    return Edit(Position(row, 1), Position(row, len(line) + 1), "")
+
+
 MAX_FIX_PASSES = 10
 
 
-def fix_until_stable(result: FileResult, settings: FileSettings, unsafe: bool) -> tuple[FileResult, int]:
+def fix_until_stable(result: FileResult, settings: FileSettings, unsafe: bool,
+                     relint: Callable[[SourceFile], FileResult] | None = None) -> tuple[FileResult, int]:
     """Apply fixes and re-lint until nothing fixable is left (at most MAX_FIX_PASSES passes).
 
-    Returns the result for the fixed text (its ``source.text`` is that text) and how many findings
-    the fixes resolved. Writes nothing: the CLI writes atomically, the editor sends edits.
+    ``relint`` lints the fixed text the way ``result`` was linted (in its project); by default the
+    file alone. Returns the result for the fixed text (its ``source.text`` is that text) and how
+    many findings the fixes resolved. Writes nothing: the CLI writes atomically, the editor sends
+    edits.
     """
     from warp_lint.fixer import applicable, apply_fixes
 
@@ -196,6 +280,6 @@ def fix_until_stable(result: FileResult, settings: FileSettings, unsafe: bool) -
             break
         total += count
         fixed_source = dataclasses.replace(source, text=text)
-        current = lint_source(fixed_source, settings)
+        current = relint(fixed_source) if relint is not None else lint_source(fixed_source, settings)
         current.source = fixed_source
     return current, total

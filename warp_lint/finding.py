@@ -46,6 +46,16 @@ class Fix:
     applicability: Applicability = Applicability.SAFE
 
 
+@dataclasses.dataclass(frozen=True)
+class Related:
+    """Another place that explains a finding: the tape that records it, the earlier read, a call."""
+
+    message: str
+    path: str
+    start: Position
+    end: Position
+
+
 @dataclasses.dataclass
 class Confirmation:
     """A runtime verdict on a finding, always with the numbers that decided it."""
@@ -83,6 +93,7 @@ class Finding:
     noqa_row: int | None = None
     data: dict[str, Any] = dataclasses.field(default_factory=dict)
     confirmation: Confirmation | None = None
+    related: tuple[Related, ...] = ()
 
     @property
     def url(self) -> str:
@@ -106,9 +117,11 @@ def finding_from_dict(data: dict[str, Any]) -> Finding:
             Applicability(fix["applicability"]),
         )
     confirmation = data.get("confirmation")
+    related = tuple(Related(r["message"], r["path"], Position(**r["start"]), Position(**r["end"]))
+                    for r in data.get("related", ()))
     return Finding(
         code=data["code"], name=data["name"], message=data["message"], path=data["path"],
         start=Position(**data["start"]), end=Position(**data["end"]), severity=data["severity"], fix=fix,
         affected_versions=data["affected_versions"], noqa_row=data["noqa_row"], data=data["data"],
-        confirmation=Confirmation(**confirmation) if confirmation else None,
+        confirmation=Confirmation(**confirmation) if confirmation else None, related=related,
     )

@@ -10,7 +10,7 @@ array parameters to the caller's arrays, transitively.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -54,8 +54,11 @@ class ArrayAccess:
     component: str | None = None  # "x" / "0" for a component store: y[i].x = ...
     operator: str | None = None  # "*=" for augmented stores
     via: str | None = None  # the @wp.func through which it happens
-    loops: tuple["Loop", ...] = ()  # the loops around it, outermost first (empty for helper effects)
+    loops: tuple["Loop", ...] = ()  # the loops around it, outermost first
     branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
+    # The index expressions naming the element from the array itself, outermost dimension first
+    # (`a[i, j]` and `a[i][j]` alike); None where they are unknown: through a row view, a call, a helper.
+    element: tuple[cst.BaseExpression, ...] | None = None
 
 
 @dataclasses.dataclass
@@ -82,6 +85,8 @@ class ComponentWrite:
     operator: str | None
     is_field: bool  # ``b.pos = ...`` on a struct rather than a vector component
     loops: tuple["Loop", ...] = ()
+    element: tuple[cst.BaseExpression, ...] | None = None  # ``(i, j)`` for ``m[i, j] = ...``; None for ``v.x``
+    branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
 
 
 @dataclasses.dataclass
@@ -167,6 +172,7 @@ class HelperCall:
     statement: cst.CSTNode | None
     arguments: dict[str, str]  # helper parameter -> caller's array name
     order: int
+    loops: tuple["Loop", ...] = ()
 
 
 @dataclasses.dataclass
@@ -189,6 +195,9 @@ class FunctionModel:
     conditionals: list[ConditionalExpression] = dataclasses.field(default_factory=list)
     statements: list[StatementSite] = dataclasses.field(default_factory=list)  # every small statement
     adjoint_writes: list[AdjointWrite] = dataclasses.field(default_factory=list)
+    # `@wp.func` helpers of this file annotated to return an integer or a bool: their values carry no
+    # gradient (a count, an index, a flag).
+    integer_helpers: frozenset[str] = frozenset()
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -197,7 +206,10 @@ class FunctionModel:
 
     @property
     def arrays(self) -> dict[str, Param]:
-        return {p.name: p for p in self.params if p.type.is_array}
+        """Array parameters; in a kernel, `Any`-typed ones too (a generic kernel's `dst: Any` is an
+        array: a kernel's scalar or vector arguments are values it does not store into)."""
+        return {p.name: p for p in self.params
+                if p.type.is_array or (self.kind == "kernel" and p.type.kind == "generic")}
 
     @property
     def local_names(self) -> set[str]:
@@ -251,7 +263,26 @@ class KernelIndex:
         return (f for f in self.functions if f.kind == "kernel")
 
 
-def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions) -> KernelIndex:
+@dataclasses.dataclass
+class ImportedHelper:
+    """A ``@wp.func`` of another file, known by its facts: enough to follow a call into it."""
+
+    name: str
+    params: list  # objects with a ``name``, in order
+    array_effects: dict[str, frozenset[str]]
+    path: str = ""  # the file defining it, and the digest of its text: what an analysis depends on
+    digest: str = ""
+    helper_calls: list = dataclasses.field(default_factory=list)  # already folded into its effects
+
+    def effects(self) -> dict[str, set[str]]:
+        return {array: set(kinds) for array, kinds in self.array_effects.items()}
+
+
+def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions,
+                       imported: Callable[[str], ImportedHelper | None] | None = None) -> KernelIndex:
+    """``imported(code)``: the ``@wp.func`` helper of another file that the code calling it here
+    names (`helper`, `math_utils.helper`), or None; asked only for calls that pass arrays, so a
+    kernel's effects follow calls into them."""
     structs: dict[str, StructModel] = {}
     decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
     for index, statement in enumerate(module.body):
@@ -277,14 +308,24 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         )
     functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
                  for node, decorator, kind, index in decorated]
-    helpers: dict[str, list[FunctionModel]] = {}
+    helpers: dict[str, list] = {}
     for function in functions:
         if function.kind == "func":
             helpers.setdefault(function.name, []).append(function)
+    integer_helpers = frozenset(name for name, overloads in helpers.items()
+                                if all(_returns_integer(f.node, names) for f in overloads))
     for function in functions:
-        _BodyScanner(function, names, options, helpers, struct_names).scan()
+        function.integer_helpers = integer_helpers
+    for function in functions:
+        _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
     return KernelIndex(functions, structs)
+
+
+def _returns_integer(node: cst.FunctionDef, names: WarpNames) -> bool:
+    returns = node.returns.annotation if node.returns is not None else None
+    qualified = (names.qualify(returns) or dotted_name(returns)) if returns is not None else None
+    return qualified in INT_SCALARS or qualified in ("bool", "warp.bool")
 
 
 def _decorator_target(decorator: cst.Decorator) -> cst.BaseExpression:
@@ -318,8 +359,9 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
 class _BodyScanner:
     """Walks one function body in forward evaluation order and fills its model."""
 
-    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs):
+    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs, imported=None):
         self.model = model
+        self.imported = imported  # finds another file's @wp.func by the code calling it
         self.names = names
         self.helpers = helpers
         self.structs = structs
@@ -438,18 +480,19 @@ class _BodyScanner:
                 inner = target.value
                 array = self.array_of(inner.value)
                 if len(inner.slice) >= self.arrays.get(array, _ONE_DIM).type.ndim:
-                    self.array_store(array, inner, value, statement, operator, component=_index_code(target))
+                    self.array_store(array, inner, value, statement, operator, component=index_code(target))
                 else:  # a[i][j] on a 2-d array: an element store written as two subscripts
                     self.array_store(array, target, value, statement, operator, component=None)
                 return
             if isinstance(target.value, cst.Name):
-                self.component_write(target.value.value, _index_code(target), value, statement, operator, False)
+                self.component_write(target.value.value, index_code(target), value, statement, operator, False,
+                                     _subscript_element(target))
                 return
             if self.qualify(target.value) == "warp.adjoint":
                 for element in target.slice:
                     self.expression(element.slice)
                 self.model.adjoint_writes.append(
-                    AdjointWrite(_index_code(target), statement, target, value, operator, self.order))
+                    AdjointWrite(index_code(target), statement, target, value, operator, self.order))
                 return
         if isinstance(target, cst.Attribute):
             base = target.value
@@ -463,38 +506,53 @@ class _BodyScanner:
         self.expression(target)
 
     def array_store(self, array, subscript: cst.Subscript, value, statement, operator, component) -> None:
-        index = _index_code(subscript)
-        for element in subscript.slice:
-            self.expression(element.slice)
+        index = index_code(subscript)
+        element = self.element_of(subscript)
+        for part in subscript.slice:
+            self.expression(part.slice)
         if operator in ("+=", "-="):
-            self.access(array, "accumulate", statement, statement, index, component, operator)
+            self.access(array, "accumulate", statement, statement, index, component, operator, element=element)
             return
         if operator:  # *=, /=, ...: a read-modify-write of the element
-            self.access(array, "read", subscript, statement, index, component, operator)
-        self.access(array, "write", statement, statement, index, component, operator)
+            self.access(array, "read", subscript, statement, index, component, operator, element=element)
+        self.access(array, "write", statement, statement, index, component, operator, element=element)
 
-    def access(self, array, kind, node, statement, index="", component=None, operator=None, via=None) -> None:
+    def element_of(self, subscript: cst.Subscript) -> tuple[cst.BaseExpression, ...] | None:
+        """The index expressions of ``a[i, j]`` / ``a[i][j]`` on an array parameter; None through a row
+        view (``row = a[i]; row[j]``: its index counts from the row) or with a slice."""
+        parts: list[cst.SubscriptElement] = []
+        node: cst.BaseExpression = subscript
+        while type(node) is cst.Subscript:  # exact type checks: this runs for every array read
+            parts[:0] = node.slice
+            node = node.value
+        if type(node) is not cst.Name or node.value not in self.arrays:
+            return None
+        return _subscript_element(parts)
+
+    def access(self, array, kind, node, statement, index="", component=None, operator=None, via=None,
+               element=None) -> None:
         self.model.accesses.append(
             ArrayAccess(array, kind, node, statement, self.next_order(), index, component, operator, via,
-                        tuple(self.loops), tuple(self.branches))
+                        tuple(self.loops), tuple(self.branches), element)
         )
 
     def bind(self, name: str, value, statement, operator) -> None:
         self.shadowed.add(name)
         if operator is None and isinstance(value, cst.Subscript):
             array = self.array_of(value.value)
-            if array is not None and len(value.slice) < self.arrays[array].type.ndim:
-                self.views[name] = array
+            if array is not None and (len(value.slice) < self.arrays[array].type.ndim or any(
+                    isinstance(element.slice, cst.Slice) for element in value.slice)):
+                self.views[name] = array  # `row = a2d[i]`, `column = a2d[:, 1]`
         self.model.bindings.append(LocalBinding(name, value, statement, self.next_order(), operator, tuple(self.loops)))
 
-    def component_write(self, name, component, value, statement, operator, is_field) -> None:
+    def component_write(self, name, component, value, statement, operator, is_field, element=None) -> None:
         if name in self.views:  # row[j] = v where row = a2d[i]: a store into the array
             self.access(self.views[name], "accumulate" if operator in ("+=", "-=") else "write", statement,
                         statement, component, None, operator)
             return
         self.model.component_writes.append(
             ComponentWrite(name, component, value, statement, self.next_order(), operator, is_field,
-                           tuple(self.loops))
+                           tuple(self.loops), element, tuple(self.branches))
         )
 
     # -- expressions ----------------------------------------------------------------------
@@ -512,7 +570,8 @@ class _BodyScanner:
             if kind is cst.Subscript:
                 array = self.array_of(current.value)
                 if array is not None:
-                    self.access(array, "read", current, self.statement_now, _index_code(current))
+                    self.access(array, "read", current, self.statement_now, index_code(current),
+                                element=self.element_of(current))
                     stack.extend(reversed([e.slice for e in current.slice]))
                     continue
             elif kind is cst.Attribute:
@@ -541,8 +600,13 @@ class _BodyScanner:
         arrays = [(i, a, self.array_of(a.value)) for i, a in enumerate(call.args)]
         if not any(array for _, _, array in arrays):
             return False
-        name = call.func.value if isinstance(call.func, cst.Name) else None
-        if name in self.helpers and name not in self.shadowed:
+        name = dotted_name(call.func)
+        if name is not None and name not in self.helpers and callee is None and self.imported is not None and \
+                name.split(".", 1)[0] not in self.shadowed:
+            helper = self.imported(name)
+            if helper is not None:
+                self.helpers[name] = [helper]
+        if name in self.helpers and name.split(".", 1)[0] not in self.shadowed:
             mapping = {}
             helper_params = [p.name for p in self.helpers[name][0].params]
             for position, argument, array in arrays:
@@ -553,8 +617,10 @@ class _BodyScanner:
                     helper_params[position] if position < len(helper_params) else None)
                 if parameter:
                     mapping[parameter] = array
-            self.model.helper_calls.append(HelperCall(name, call, self.statement_now, mapping, self.next_order()))
+            self.model.helper_calls.append(
+                HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops)))
             return True
+
         for _, argument, array in arrays:
             if array is None:
                 self.expression(argument.value)
@@ -604,53 +670,13 @@ class _BodyScanner:
         return dynamic, reason, ""
 
 
-_CONVERSIONS = {"float", "int", "warp.float32", "warp.float64", "warp.float16", "warp.int32", "warp.int64",
-                "warp.uint32", "warp.uint64", "warp.int8", "warp.int16", "warp.uint8", "warp.uint16"}
+def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames) -> bool:
+    """Whether ``node`` carries no gradient anyone can observe: nothing active flows into its value
+    (literals, module constants, loop counters, a kernel's scalar arguments, shapes, integers, and
+    locals computed only from these; see ``warp_lint.dataflow``)."""
+    from warp_lint.dataflow import dataflow_of
 
-
-_INDEX_CALLS = {"warp.tid", "len", "warp.len"}
-
-
-def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames, _seen: frozenset[str] = frozenset()
-                  ) -> bool:
-    """Whether ``node`` carries no gradient anyone can observe: literals, module constants (Warp captures
-    globals as compile-time constants), loop counters, a kernel's non-array arguments (their adjoints are
-    never returned), array shapes, and locals computed only from these by arithmetic, indexing and
-    scalar conversions. Conservative: any other call, or an array read, carries a gradient."""
-    def free(child):
-        return gradient_free(function, child, names, _seen)
-
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(node, cst.Name):
-        if node.value in _seen or node.value in ("True", "False"):
-            return True
-        params = {p.name: p for p in function.params}
-        if node.value in params:
-            return function.kind == "kernel" and not params[node.value].type.is_array
-        bindings = [b for b in function.bindings if b.name == node.value]
-        if not bindings:
-            return True  # a module constant or a loop variable
-        seen = _seen | {node.value}
-        return all(b.value is not None and gradient_free(function, b.value, names, seen) for b in bindings)
-    if isinstance(node, cst.UnaryOperation):
-        return free(node.expression)
-    if isinstance(node, (cst.BinaryOperation, cst.Comparison)):
-        parts = [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [
-            node.left, *(c.comparator for c in node.comparisons)]
-        return all(free(part) for part in parts)
-    if isinstance(node, cst.Call):
-        callee = names.qualify(node.func, {p.name for p in function.params}) or dotted_name(node.func)
-        if callee in _INDEX_CALLS:
-            return True
-        return callee in _CONVERSIONS and all(free(a.value) for a in node.args)
-    if isinstance(node, cst.Subscript):
-        if isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
-            return True
-        return free(node.value) and all(free(e.slice.value) for e in node.slice if isinstance(e.slice, cst.Index))
-    if isinstance(node, cst.Attribute):
-        return node.attr.value in ("shape", "size", "ndim") or free(node.value)
-    return False
+    return dataflow_of(function, names).free(node)
 
 
 _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]
@@ -659,8 +685,17 @@ _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]
 _OPAQUE_EXPRESSIONS = (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp)
 
 
-def _index_code(subscript: cst.Subscript) -> str:
+def index_code(subscript: cst.Subscript) -> str:
     return ", ".join(code_of(element.slice) for element in subscript.slice)
+
+
+def _subscript_element(subscript: cst.Subscript | list[cst.SubscriptElement]
+                       ) -> tuple[cst.BaseExpression, ...] | None:
+    """The index expressions of a subscript, or None when one is a slice (``a[i, :]``)."""
+    parts = subscript.slice if isinstance(subscript, cst.Subscript) else subscript
+    if any(not isinstance(part.slice, cst.Index) for part in parts):
+        return None
+    return tuple(part.slice.value for part in parts)
 
 
 def _call_index(call: cst.Call) -> str:
@@ -715,6 +750,52 @@ def _propagate_helper_effects(functions: list[FunctionModel], helpers: dict[str,
                 for kind in ("read", "accumulate", "write"):
                     if kind in kinds:
                         function.accesses.append(
-                            ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper)
+                            ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper,
+                                        loops=call.loops)
                         )
         function.accesses.sort(key=lambda access: access.order)
+
+
+ATOMIC_FUNCTIONS = {"atomic_add", "atomic_sub", "atomic_min", "atomic_max"}
+
+
+def struct_field_effects(kernel: FunctionModel, index: KernelIndex) -> dict[str, set[str]]:
+    """"param.field" -> the accesses a kernel makes to the array in a struct parameter's field.
+
+    `s.q[i]` read, `s.q[i] = v` write, `s.q[i] += v` / `wp.atomic_add(s.q, ...)` accumulate. The kernel
+    model tracks array parameters only; Warp's own overwrite tracking does not look into structs.
+    """
+    cached = getattr(kernel, "_struct_effects_cache", None)
+    if cached is not None:
+        return cached
+    params = {p.name: p.type.dtype for p in kernel.params if p.type.kind == "struct"}
+    fields = {name: {f for f, t in index.structs[dtype].fields.items() if t.is_array}
+              for name, dtype in params.items() if dtype in index.structs}
+    effects: dict[str, set[str]] = {}
+
+    def field_of(node) -> str | None:
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and \
+                node.attr.value in fields.get(node.value.value, ()):
+            return f"{node.value.value}.{node.attr.value}"
+        return None
+
+    if fields:
+        stored: set[int] = set()
+        for node in walk(kernel.node.body):
+            if isinstance(node, (cst.Assign, cst.AugAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                for target in targets:
+                    if isinstance(target, cst.Subscript) and field_of(target.value):
+                        effect = "write" if isinstance(node, cst.Assign) else "accumulate"
+                        effects.setdefault(field_of(target.value), set()).add(effect)
+                        stored.add(id(target.value))
+            elif isinstance(node, cst.Call) and isinstance(node.func, (cst.Attribute, cst.Name)) and node.args:
+                name = node.func.attr.value if isinstance(node.func, cst.Attribute) else node.func.value
+                if name in ATOMIC_FUNCTIONS and field_of(node.args[0].value):
+                    effects.setdefault(field_of(node.args[0].value), set()).add("accumulate")
+                    stored.add(id(node.args[0].value))
+        for node in walk(kernel.node.body):
+            if isinstance(node, cst.Subscript) and id(node.value) not in stored and field_of(node.value):
+                effects.setdefault(field_of(node.value), set()).add("read")
+    kernel._struct_effects_cache = effects
+    return effects

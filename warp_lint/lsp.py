@@ -35,7 +35,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.workspace import PositionCodec
 
 from warp_lint import __version__, suppression
-from warp_lint.cli import Options
+from warp_lint.options import Options
 from warp_lint.config import ConfigError, find_config, project_warp_requirement
 from warp_lint.engine import (
     MAX_FILE_BYTES,

@@ -9,9 +9,23 @@ import pkgutil
 from warp_lint.rule import Rule
 
 
+class RulesNotInstalled(RuntimeError):
+    """``warp_lint.rules`` cannot be imported: the package runs from a source checkout without an install."""
+
+
+NOT_INSTALLED = ("the rule catalogue `warp_lint.rules` cannot be imported: install warp-lint (`pip install -e .` in"
+                 " a source checkout), because only the install maps the top-level `rules/` folder to"
+                 " `warp_lint.rules`")
+
+
 @functools.lru_cache(maxsize=1)
 def all_rules() -> dict[str, type[Rule]]:
-    import warp_lint.rules as package
+    try:
+        import warp_lint.rules as package
+    except ModuleNotFoundError as error:
+        if error.name != "warp_lint.rules":
+            raise
+        raise RulesNotInstalled(NOT_INSTALLED) from None
 
     found: dict[str, type[Rule]] = {}
     for info in pkgutil.iter_modules(package.__path__):

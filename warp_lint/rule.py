@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from warp_lint.context import FileContext
+    from warp_lint.project_context import ProjectContext
 
 REQUIRED_SECTIONS = ("What it does", "Why is this bad?", "Fix safety", "Warp versions", "Confirmation")
 
@@ -42,13 +43,13 @@ class Rule:
     # ("sqrt-zero", "unselected-nonfinite"); a finding is only cleared once it was reached.
     singular: ClassVar[str | None] = None
     severity: ClassVar[str] = "error"
-    # Identifiers that make a top-level host statement worth a LibCST parse (kernel rules need none:
-    # every Warp-decorated definition is always parsed).
-    triggers: ClassVar[frozenset[str]] = frozenset()
+    # "file": a kernel rule, run on one file's kernel model (``FileContext``); "project": a host
+    # rule, run once per run on the project model's recordings (``ProjectContext``).
+    level: ClassVar[str] = "file"
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 
-    def check(self, context: FileContext) -> None:
+    def check(self, context: FileContext | ProjectContext) -> None:
         raise NotImplementedError
 
     @classmethod

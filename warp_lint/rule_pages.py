@@ -14,7 +14,9 @@ ENGINE_CODE_PAGES = {
     "E999": "The file is not valid Python for the interpreter warp-lint runs on (or is nested too deeply to"
             " analyse). The position is the parser's. The rest of the run goes on.",
     "WL900": "A `# noqa` comment suppresses nothing on its line (reported with `--report-unused-noqa` or"
-             " `report-unused-noqa = true`). The safe fix removes the unused codes, or the whole comment.",
+             " `report-unused-noqa = true`). The safe fix removes the unused warp-lint codes, or the whole comment"
+             " with the spaces before it. A bare `# noqa` silences every linter on its line, so warp-lint reports"
+             " it but removes it only as an unsafe fix (`--unsafe-fixes`).",
 }
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from warp_lint.engine import FileSettings, lint_source
+from warp_lint.engine import FileSettings, analyse_source, lint_source
 from warp_lint.finding import Finding
+from warp_lint.host import HostScope
 from warp_lint.fixer import applicable, apply_fixes
 from warp_lint.registry import all_rules
 from warp_lint.rule import Rule
@@ -27,12 +28,27 @@ def lint_code(code: str, *, select: list[str] | None = None, target: str = "", p
     return result.findings
 
 
+def recordings(code: str, *, path: str = "example.py") -> list[HostScope]:
+    """Every function of ``code`` (dedented) recorded on its own, every call followed: the module's
+    own statements first, then the functions in source order. For tests of the host model."""
+    from warp_lint.project.index import Symbol
+    from warp_lint.workspace import Workspace
+
+    source = decode_source(path, snippet(code).encode("utf-8"))
+    analysis = analyse_source(source, FileSettings((), ""))
+    workspace = Workspace.alone(analysis, FileSettings((), ""))
+    info = workspace.index.by_path[path]
+    functions = sorted(analysis.summary.functions.values(), key=lambda f: (not f.is_module, f.first_line))
+    return [workspace.model.record_function(Symbol("function", info.name, f.qualname, path)) for f in functions]
+
+
 def fix_code(code: str, *, select: list[str] | None = None, target: str = "", unsafe: bool = False,
-             passes: int = 10) -> str:
+             report_unused_noqa: bool = False, passes: int = 10) -> str:
     """What ``--fix`` (``--unsafe-fixes`` with ``unsafe``) makes of ``code`` (dedented)."""
     text = snippet(code)
     for _ in range(passes):
-        findings = applicable(lint_code(text, select=select, target=target), unsafe)
+        findings = applicable(lint_code(text, select=select, target=target, report_unused_noqa=report_unused_noqa),
+                              unsafe)
         if not findings:
             return text
         text, _ = apply_fixes(text, findings)

@@ -3,8 +3,8 @@
 Measured on the examples and tests shipped with warp-lang (190k lines, 2 cores): LibCST parses about
 7k lines per CPU-second, Python's ``ast`` about 12x faster, and LibCST's scope metadata costs several
 parses more. So every file goes through ``ast`` once; LibCST parses only the *regions* that matter:
-Warp-decorated definitions, top-level statements that hold host triggers (tapes, backward, ...),
-imports, module-level Warp configuration and integer constants.
+Warp-decorated definitions, imports, module-level Warp configuration and integer constants. Host
+code never reaches LibCST: the project model reads it from the same ``ast`` tree.
 
 The regions are copied verbatim, one after the other, into the synthetic module LibCST parses (an
 indented region gets an ``if 1:`` line before it). Lines outside the regions are left out rather
@@ -130,37 +130,12 @@ class _WordLines:
         return index < len(self.lines) and self.lines[index] <= last
 
 
-def _mentions(node: ast.AST, triggers: frozenset[str]) -> bool:
+def _mentions(node: ast.AST, words: frozenset[str]) -> bool:
     for child in ast.walk(node):
-        if isinstance(child, ast.Attribute) and child.attr in triggers:
+        if isinstance(child, ast.Attribute) and child.attr in words:
             return True
-        if isinstance(child, ast.Name) and child.id in triggers:
+        if isinstance(child, ast.Name) and child.id in words:
             return True
-    return False
-
-
-def _mentions_within(node: ast.AST, triggers: frozenset[str], word_lines: _WordLines) -> bool:
-    """``_mentions(node, triggers)``, walking only the parts of ``node`` on lines that hold a trigger.
-
-    A test function of 200 lines with ``tape.backward()`` on one of them: descend through the
-    statements (cheap) to the one on that line and walk only its expressions. Statements (and
-    except/case clauses) sit in the block fields; everything else is walked as ``_mentions`` would.
-    """
-    for field, value in ast.iter_fields(node):
-        if field in _BLOCK_FIELDS and value.__class__ is list:
-            for child in value:
-                lineno = getattr(child, "lineno", None)  # a match case has no position
-                if (lineno is None or word_lines.maybe(_first_line(child), child.end_lineno)) and _mentions_within(
-                    child, triggers, word_lines
-                ):
-                    return True
-        elif isinstance(value, ast.AST):
-            if _mentions(value, triggers):
-                return True
-        elif value.__class__ is list:
-            for item in value:
-                if isinstance(item, ast.AST) and _mentions(item, triggers):
-                    return True
     return False
 
 
@@ -177,15 +152,17 @@ def _is_module_setting(node: ast.stmt, settings_lines: _WordLines) -> bool:
     )
 
 
-def triage(text: str, host_triggers: frozenset[str], whole_file: bool = False) -> Triage | None:
-    """Return the regions of ``text`` worth a LibCST parse, or None when no code uses Warp.
+def triage(text: str, whole_file: bool = False) -> Triage:
+    """The regions of ``text`` worth a LibCST parse: Warp-decorated definitions, imports, module
+    settings (none when no code imports Warp). Host code is read from the ``ast`` tree alone (the
+    project model's summaries), never parsed by LibCST.
 
     Raises SyntaxError when Python itself cannot parse the file.
     """
     tree = ast.parse(text)
     aliases, import_nodes = collect_imports(tree)
     if not aliases:
-        return None
+        return Triage(tree, aliases, [], "", import_nodes, [], [])
     lines = split_lines(text)
     if whole_file:
         return Triage(tree, aliases, [(1, len(lines))], text, import_nodes)
@@ -193,24 +170,21 @@ def triage(text: str, host_triggers: frozenset[str], whole_file: bool = False) -
     line_starts = [0]
     for line in lines:
         line_starts.append(line_starts[-1] + len(line))
-    trigger_lines = _WordLines(text, line_starts, host_triggers)
     settings_lines = _WordLines(text, line_starts, _MODULE_SETTINGS)
     ranges: list[tuple[int, int, int]] = []  # start, end, indentation
+    definitions = 0
     for statement in tree.body:
-        first = _first_line(statement)
-        if (
-            isinstance(statement, (ast.Import, ast.ImportFrom))
-            or _is_module_setting(statement, settings_lines)
-            or (trigger_lines.maybe(first, statement.end_lineno)
-                and _mentions_within(statement, host_triggers, trigger_lines))
-        ):
-            ranges.append((first, statement.end_lineno, 0))
+        if isinstance(statement, (ast.Import, ast.ImportFrom)) or _is_module_setting(statement, settings_lines):
+            ranges.append((_first_line(statement), statement.end_lineno, 0))
             continue
         for node in _walk_statements(statement):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _is_warp_decorated(
                 node, aliases
             ):
                 ranges.append((_first_line(node), node.end_lineno, node.col_offset))
+                definitions += 1
+    if not definitions:
+        return Triage(tree, aliases, [], "", import_nodes, [], [])  # no Warp definition: nothing for LibCST
     regions = _merge(ranges, tree)
     synthetic, line_map, statement_lines = _synthesize(lines, regions)
     return Triage(tree, aliases, [(start, end) for start, end, _ in regions], synthetic, import_nodes, line_map,

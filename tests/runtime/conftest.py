@@ -1,7 +1,4 @@
-"""Shared fixtures for the runtime checker tests: a per-run kernel cache and warp in process.
-
-Hand-made findings come from :mod:`runtime_findings` (importable by the tests of this folder).
-"""
+"""Fixtures for the runtime checker tests: a per-run kernel cache, Warp in the test process, the API kernels."""
 
 from __future__ import annotations
 
@@ -9,9 +6,7 @@ import importlib.util
 import sys
 
 import pytest
-
-# The helpers live in an importable module; these names stay for `from conftest import ...`.
-from runtime_findings import FIXTURES, flagged_line, make_finding  # noqa: F401
+from runtime_helpers import FIXTURES
 
 
 @pytest.fixture(scope="session")

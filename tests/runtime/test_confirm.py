@@ -8,8 +8,7 @@ import sys
 import time
 
 import pytest
-
-from conftest import FIXTURES, make_finding
+from runtime_helpers import FIXTURES, make_finding
 from warp_devices import DEVICES
 
 from warp_lint.runtime import Reason, Status, confirm_findings

@@ -8,7 +8,7 @@ import os
 import time
 
 import pytest
-from runtime_findings import FIXTURES, make_finding
+from runtime_helpers import FIXTURES, make_finding
 from warp_devices import DEVICES
 
 from warp_lint.runtime import confirm_findings

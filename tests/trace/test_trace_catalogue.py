@@ -17,7 +17,7 @@ import shutil
 import sys
 
 import pytest
-from conftest import trace
+from trace_helpers import trace
 
 from warp_lint.versions import overlaps
 

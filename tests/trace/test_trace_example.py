@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import by_code, trace
+from trace_helpers import by_code, trace
 
 
 @pytest.fixture(scope="module")

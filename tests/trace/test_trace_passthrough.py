@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import sys
 
-from conftest import SCRIPTS, by_code, run, trace
+from trace_helpers import SCRIPTS, by_code, run, trace
 
 
 def test_output_exit_status_and_gradients_are_unchanged(tmp_path):

@@ -7,7 +7,7 @@ import subprocess
 import sys
 import textwrap
 
-from conftest import REPO
+from trace_helpers import REPO
 
 from warp_lint.finding import Finding, Position
 from warp_lint.trace.bootstrap import SITECUSTOMIZE

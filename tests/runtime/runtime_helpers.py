@@ -1,8 +1,7 @@
-"""Findings made by hand for the runtime checker tests, as the static engine would emit them.
+"""Helpers shared by the runtime checker tests (imported by name: a ``conftest`` is not a module to import).
 
-The static engine fills ``finding.data`` in production; ``make_finding`` builds the same contract
-from the ``# flag: NAME`` marker on the flagged line of a fixture file. Importable by any test of
-this folder (``from runtime_findings import make_finding``).
+The static engine fills ``finding.data`` in production; here ``make_finding`` builds the same
+contract by hand from the ``# flag: NAME`` marker on the flagged line of a fixture file.
 """
 
 from __future__ import annotations

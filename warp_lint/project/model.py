@@ -1,0 +1,494 @@
+"""The project model: recordings and differentiation contexts, built once per run.
+
+Entry points: every function (and module body) that opens a tape region, calls a tape's
+``backward()`` or runs a gradient check, directly or through the functions it calls (found by
+name, then followed precisely by the recording). Callers come before callees, and a function
+already followed inside an earlier recording is not recorded again on its own, so a helper is
+seen with its caller's tape, loops and arguments.
+
+A kernel's differentiation context:
+
+- *differentiated*: a recording launches it inside a tape region (and not with
+  ``record_tape=False``), or a gradient check targets it;
+- *forward-only*: its backward is disabled (its decorator, ``**options``, a project decorator,
+  ``wp.set_module_options`` anywhere at module level), or every launch the project makes of it is
+  outside any recording;
+- *unknown*: the project never launches it (a library's public kernel), or it is passed around
+  where a recorded launch the model cannot resolve might run it.
+
+A ``@wp.func`` is differentiated when a differentiated kernel or func calls it, forward-only when
+every caller is forward-only, unknown otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, Iterator
+
+from warp_lint.host import AUTOGRAD_CHECKS, LAUNCH_FUNCTIONS, TAPE_CLASSES, HostScope, Location, looks_like_tape
+from warp_lint.kernel_facts import KernelFacts
+from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefinition
+from warp_lint.project.recordings import Recorder
+from warp_lint.project.summary import MODULE_SCOPE, AssignOp, CallOp, FunctionSummary, WithOp
+
+DIFFERENTIATED, FORWARD_ONLY, UNKNOWN = "differentiated", "forward-only", "unknown"
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    """How a recording reaches a launch: the tape, its region, the calls from the entry point."""
+
+    tape: str
+    region: Location
+    launch: Location
+    entry: str
+    chain: tuple  # CallSite, from the entry point to the launch
+
+    def describe(self) -> str:
+        tape = f"`{self.tape}`" if self.tape else "a tape"
+        through = "".join(f" through `{site.callee}`" for site in self.chain)
+        return f"recorded on {tape} at {_where(self.region)}{through}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DifferentiationContext:
+    state: str  # differentiated | forward-only | unknown
+    reason: str  # why, in words
+    reach: Reach | None = None  # differentiated: the recording that reaches it
+    launches: tuple[Location, ...] = ()  # where the project launches it
+
+
+@dataclasses.dataclass
+class _Launches:
+    recorded: dict[Symbol, Reach] = dataclasses.field(default_factory=dict)
+    checked: dict[Symbol, Location] = dataclasses.field(default_factory=dict)
+    unresolved_recorded: list[Location] = dataclasses.field(default_factory=list)
+
+
+class ProjectModel:
+    def __init__(self, index: ProjectIndex, facts: Callable[[str], dict[str, KernelFacts]],
+                 warp_files: Callable[[], Iterator[ModuleInfo]] | None = None):
+        self.index = index
+        self._facts = facts
+        self._warp_files = warp_files or index.infos
+        self._facts_by_path: dict[str, dict[str, KernelFacts]] = {}
+        self._relevant: set[Symbol] = set()
+        self._definitions: dict[str, list[WarpDefinition]] = {}
+        self._contexts: dict[Symbol, DifferentiationContext] = {}
+
+    # -- kernel facts ---------------------------------------------------------------------
+    def facts_of(self, symbol: Symbol) -> KernelFacts | None:
+        if symbol.kind != "warp" or not symbol.path:
+            return None
+        facts = self._facts_by_path.get(symbol.path)
+        if facts is None:
+            facts = self._facts_by_path[symbol.path] = self._facts(symbol.path)
+        return facts.get(symbol.qualname)
+
+    # -- recordings -----------------------------------------------------------------------
+    @functools.cached_property
+    def _recorded(self) -> tuple[list[HostScope], _Launches]:
+        scopes: list[HostScope] = []
+        launches = _Launches()
+        covered: set[Symbol] = set()
+        for info, function in self._entry_points():
+            symbol = Symbol("function", info.name, function.qualname, info.path)
+            if symbol in covered:
+                continue
+            owner = self._owner(info, function)
+            recorder = Recorder(self.index, self.facts_of, self._relevant)
+            scope = recorder.record(info, function, owner)
+            if not _records_anything(scope):
+                continue
+            covered |= recorder.followed
+            scopes.append(scope)
+            for kernel, event in recorder.launch_symbols:
+                if event.launch is None or not event.launch.recorded:
+                    continue
+                if kernel is None or kernel.kind != "warp":
+                    launches.unresolved_recorded.append(event.location)
+                elif kernel not in launches.recorded:
+                    region = event.region
+                    launches.recorded[kernel] = Reach(region.tape, region.location, event.location, scope.entry,
+                                                      event.chain)
+            for target, event in recorder.checked:
+                if target is not None and target.kind == "warp":
+                    launches.checked.setdefault(target, event.location)
+        return scopes, launches
+
+    def record_function(self, symbol: Symbol) -> HostScope | None:
+        """One function on its own, every call followed (what a gradient check runs, say)."""
+        function = self.index.function(symbol)
+        info = self.index.info_of(symbol)
+        if function is None or info is None:
+            return None
+        owner = self._owner(info, function)
+        return Recorder(self.index, self.facts_of, None).record(info, function, owner)
+
+    @property
+    def scopes(self) -> list[HostScope]:
+        """Every recording: the host rules' input."""
+        return self._recorded[0]
+
+    def _owner(self, info: ModuleInfo, function: FunctionSummary) -> Symbol | None:
+        if function.owner is None:
+            return None
+        return Symbol("class", info.name, function.owner, info.path)
+
+    def _entry_points(self) -> list[tuple[ModuleInfo, FunctionSummary]]:
+        """Functions that reach a tape or a gradient check, directly or through calls the index
+        resolves, callers first. Only functions whose words could say so are scanned."""
+        functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]] = {}
+        pending: list[Symbol] = []  # tapes: their callers are entry points too
+        local: set[Symbol] = set()  # a requires_grad setting, a gradient check: read where it is written
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            if summary is None:
+                continue
+            for function in summary.functions.values():
+                symbol = Symbol("function", info.name, function.qualname, info.path)
+                functions[symbol] = (info, function)
+                if _may_reach_a_tape(function.words):
+                    relevance = _relevance(function.ops)
+                    if relevance == "tape":
+                        pending.append(symbol)
+                    elif relevance == "local":
+                        local.add(symbol)
+        calls_by_name: dict[str, list[tuple[Symbol, CallOp]]] = {}  # a called name -> (caller, call)
+        for symbol, (_, function) in functions.items():
+            for op in function.ops:
+                if op.__class__ is CallOp and op.qualified is None and op.dotted:
+                    calls_by_name.setdefault(op.method or op.func.rsplit(".", 1)[-1], []).append((symbol, op))
+        relevant = set(pending)
+        called: set[Symbol] = set()
+        while pending:
+            target = pending.pop()
+            name = target.qualname.rsplit(".", 1)[-1]
+            if name == "__init__" and "." in target.qualname:
+                name = target.qualname.rsplit(".", 2)[-2]
+            for caller, op in calls_by_name.get(name, ()):
+                info, function = functions[caller]
+                if caller != target and self.static_callee(info, function, op) == target:
+                    called.add(target)
+                    if caller not in relevant:
+                        relevant.add(caller)
+                        pending.append(caller)
+        # Objects whose methods record are built by their constructors: follow those too, so the
+        # arrays they allocate (and their requires_grad) are in the recording.
+        self._relevant = relevant | {init for symbol in relevant if functions[symbol][1].owner
+                                     for init in [self.index.method(self._owner(*functions[symbol]), "__init__")]
+                                     if init is not None}
+        ordered = sorted(relevant | local, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
+                                                  functions[s][1].first_line))
+        return [functions[s] for s in ordered]
+
+    def static_callee(self, info: ModuleInfo, function: FunctionSummary, op: CallOp) -> Symbol | None:
+        """The project function a call runs (a constructor: its `__init__`), resolved without a
+        caller: names and imports, `self.m()`, `self.attr.m()` and `x.m()` through the classes the
+        code constructs or annotates."""
+        if op.receiver is None:
+            target = self.index.resolve(info.path, function.qualname, op.func)
+        else:
+            cls = self._static_class(info, function, op.receiver)
+            if cls is not None:
+                return self.index.method(cls, op.method)
+            target = self.index.resolve(info.path, function.qualname, op.func)
+        if target is not None and target.kind == "class":
+            return self.index.method(target, "__init__")
+        return target if target is not None and target.kind == "function" else None
+
+    def _static_class(self, info: ModuleInfo, function: FunctionSummary, code: str) -> Symbol | None:
+        if "[" in code or "(" in code:
+            return None
+        head, *attributes = code.split(".")
+        if function.owner and function.params and head == function.params[0].name:
+            cls = Symbol("class", info.name, function.owner, info.path)
+        elif head in function.local_names:
+            params = {p.name: p.annotation for p in function.params}
+            cls = None
+            if params.get(head):
+                found = self.index.resolve(info.path, _scope_of(function), params[head].strip("'\""))
+                cls = found if found is not None and found.kind == "class" else None
+            if cls is None:
+                values = _assigned(function.ops, head)
+                cls = self.index.constructed_class(info.path, function, values[0]) if len(values) == 1 else None
+        else:
+            return None
+        for attribute in attributes:
+            if cls is None:
+                return None
+            cls = self.index.attribute_class(cls, attribute)
+        return cls
+
+    # -- contexts -------------------------------------------------------------------------
+    def definitions_in(self, info: ModuleInfo) -> list[WarpDefinition]:
+        found = self._definitions.get(info.path)
+        if found is None:
+            found = self._definitions[info.path] = self.index.warp_definitions(info)
+        return found
+
+    def definition(self, symbol: Symbol) -> WarpDefinition | None:
+        info = self.index.info_of(symbol)
+        if info is None:
+            return None
+        return next((d for d in self.definitions_in(info) if d.symbol == symbol), None)
+
+    @functools.cached_property
+    def _struct_names(self) -> frozenset[str]:
+        names = set()
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            for function in (summary.warp_defs.values() if summary is not None else ()):
+                if any(d.qualified == "warp.struct" for d in function.decorators):
+                    names.add(function.name)
+        return frozenset(names)
+
+    def struct_names(self) -> frozenset[str]:
+        return self._struct_names
+
+    def context_of(self, definition: WarpDefinition) -> DifferentiationContext:
+        symbol = definition.symbol
+        context = self._contexts.get(symbol)
+        if context is None:
+            self._contexts[symbol] = DifferentiationContext(UNKNOWN, "its callers call it back")  # a cycle
+            if definition.kind == "kernel":
+                context = self._kernel_context(symbol, definition)
+            elif definition.kind == "func":
+                context = self._func_context(symbol, definition)
+            else:
+                context = DifferentiationContext(UNKNOWN, f"a `@wp.{definition.kind}`")
+            self._contexts[symbol] = context
+        return context
+
+    def _kernel_context(self, symbol: Symbol, definition: WarpDefinition) -> DifferentiationContext:
+        _, launches = self._recorded
+        sites = self.launch_sites(symbol)
+        if definition.backward_disabled:
+            return DifferentiationContext(FORWARD_ONLY, f"backward is disabled: {definition.backward_disabled}",
+                                          launches=sites)
+        reach = launches.recorded.get(symbol)
+        if reach is not None:
+            return DifferentiationContext(DIFFERENTIATED, reach.describe(), reach, sites)
+        checked = launches.checked.get(symbol)
+        if checked is not None:
+            return DifferentiationContext(DIFFERENTIATED, f"a gradient check at {_where(checked)} targets it",
+                                          launches=sites)
+        if not sites:
+            return DifferentiationContext(UNKNOWN, "the project never launches it", launches=sites)
+        if launches.unresolved_recorded and self._escapes(symbol):
+            where = _where(launches.unresolved_recorded[0])
+            return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at {where} may run"
+                                                   " it", launches=sites)
+        return DifferentiationContext(FORWARD_ONLY, f"every launch of it ({len(sites)}, first at {_where(sites[0])}) is"
+                                                    " outside any tape recording", launches=sites)
+
+    def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
+        callers = self._callers(func, definition.summary.name)
+        known = [(caller, self.context_of(definition)) for caller, definition in callers]
+        for caller, context in known:
+            if context.state == DIFFERENTIATED:
+                return DifferentiationContext(DIFFERENTIATED, f"`{caller.qualname}` calls it, {context.reason}",
+                                              context.reach)
+        if known and all(context.state == FORWARD_ONLY for _, context in known):
+            names = ", ".join(f"`{c.qualname}`" for c, _ in known[:3]) + (" ..." if len(known) > 3 else "")
+            return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names})")
+        if not known:
+            return DifferentiationContext(UNKNOWN, "no kernel of the project calls it")
+        return DifferentiationContext(UNKNOWN, "some callers' context is unknown")
+
+    def _callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]]:
+        """The kernels and funcs whose bodies call ``func``."""
+        found = []
+        for definition, code in self._calls_by_name.get(name, ()):
+            if definition.symbol == func or any(d.symbol == definition.symbol for _, d in found):
+                continue
+            scope = _scope_of(definition.summary)
+            if self.index.resolve(definition.symbol.path, scope, code) == func:
+                found.append((definition.symbol, definition))
+        return found
+
+    @functools.cached_property
+    def _calls_by_name(self) -> dict[str, list[tuple[WarpDefinition, str]]]:
+        """A called name -> the Warp definitions whose bodies call it, with the code that calls it."""
+        calls: dict[str, list[tuple[WarpDefinition, str]]] = {}
+        for info in self._warp_files():
+            for definition in self.definitions_in(info):
+                for code in definition.summary.calls_in_body:
+                    calls.setdefault(code.rsplit(".", 1)[-1], []).append((definition, code))
+        return calls
+
+    def launch_sites(self, kernel: Symbol) -> tuple[Location, ...]:
+        """Where the project launches ``kernel`` (resolved without a caller)."""
+        return self._launch_sites.get(kernel, ())
+
+    @functools.cached_property
+    def _launch_sites(self) -> dict[Symbol, tuple[Location, ...]]:
+        sites: dict[Symbol, list[Location]] = {}
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            if summary is None:
+                continue
+            for function in summary.functions.values():
+                if not function.words & _LAUNCH_WORDS:
+                    continue
+                for op in function.ops:
+                    if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS:
+                        symbol = self.static_value(info, function, op.argument(0, "kernel"))
+                        if symbol is not None and symbol.kind == "warp":
+                            sites.setdefault(symbol, []).append(Location.of(info.path, op.loc))
+        return {symbol: tuple(found) for symbol, found in sites.items()}
+
+    def static_value(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0) -> Symbol | None:
+        """What a value names without running anything: a name, a local assigned once from a name or
+        a factory call, `self.attr` assigned in the class, a factory's product."""
+        if value is None or depth > 4:
+            return None
+        if value.call is not None:
+            call = next((op for op in function.ops if op.__class__ is CallOp
+                         and op.index == value.call), None)
+            if call is None or not call.dotted:
+                return None
+            callee = self.index.resolve(info.path, function.qualname, call.func)
+            return self._product(callee) if callee is not None else None
+        if not value.plain or "[" in value.code:
+            return None
+        head, _, rest = value.code.partition(".")
+        if head in function.local_names and function.params and head == function.params[0].name and \
+                function.owner and rest and "." not in rest:
+            owner = Symbol("class", info.name, function.owner, info.path)
+            for method, method_summary, assigned in self.index.attribute_value(owner, rest):
+                found = self.static_value(self.index.info_of(method), method_summary, assigned, depth + 1)
+                if found is not None:
+                    return found
+            return None
+        if head in function.local_names and head not in function.local_functions:
+            assigned = _assigned(function.ops, head)
+            if len(assigned) == 1 and not rest:
+                return self.static_value(info, function, assigned[0], depth + 1)
+            return None
+        return self.index.resolve(info.path, function.qualname, value.code)
+
+    def _product(self, callee: Symbol) -> Symbol | None:
+        """The kernel a factory function returns: a local Warp definition, or one it makes."""
+        if callee.kind == "warp":
+            return callee
+        if callee.kind != "function":
+            return None
+        function = self.index.function(callee)
+        info = self.index.info_of(callee)
+        if function is None or info is None:
+            return None
+        for code in function.returns_code:
+            local = function.local_functions.get(code)
+            if local is not None:
+                return Symbol("warp", info.name, local, info.path)
+        for _, target, _ in function.applies_warp:
+            local = function.local_functions.get(target)
+            if local is not None:
+                return Symbol("warp", info.name, local, info.path)
+        return None
+
+    def _escapes(self, kernel: Symbol) -> bool:
+        """Whether the kernel is named somewhere other than a launch's kernel argument (stored in a
+        list, passed on): a launch the model cannot resolve might then run it."""
+        name = kernel.qualname.rsplit(".", 1)[-1]
+        launching = {site.path for site in self.launch_sites(kernel)}
+        return any(path not in launching for path in self._naming_files.get(name, ()))
+
+    @functools.cached_property
+    def _naming_files(self) -> dict[str, set[str]]:
+        """A kernel's name -> the files whose host code (or module-level values) names it."""
+        kernels = {s.rsplit(".", 1)[-1] for info in self._warp_files() for s in (
+            d.symbol.qualname for d in self.definitions_in(info) if d.kind == "kernel")}
+        naming: dict[str, set[str]] = {}
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            if summary is None:
+                continue
+            for function in summary.functions.values():
+                if not function.is_module:
+                    for name in function.words & kernels:
+                        naming.setdefault(name, set()).add(info.path)
+            for name in summary.values.keys() & kernels:
+                naming.setdefault(name, set()).add(info.path)
+        return naming
+
+    def definition_at(self, path: str, line: int) -> WarpDefinition | None:
+        """The innermost kernel or func whose lines hold ``line`` in the file ``path``."""
+        info = self.index.by_path.get(path)
+        if info is None:
+            return None
+        best = None
+        for definition in self.definitions_in(info):
+            summary = definition.summary
+            if summary.first_line <= line <= summary.last_line and (
+                    best is None or summary.first_line >= best.summary.first_line):
+                best = definition
+        return best
+
+
+def _records_anything(scope: HostScope) -> bool:
+    """Whether a recording holds something a host rule reads: a tape, a gradient check, a
+    `requires_grad` or `retain_grad` setting."""
+    return any(e.kind == "region" or (e.kind == "method" and e.name == "backward" and scope.is_tape(e)) or
+               (e.kind == "call" and e.name in AUTOGRAD_CHECKS) or
+               (e.kind == "assign" and e.name.endswith(".requires_grad")) or
+               (e.allocation is not None and e.allocation.retain_grad) for e in scope.events)
+
+
+def _relevance(ops: list) -> str | None:
+    """What a function's own operations hold of what ``_records_anything`` looks for: "tape" (a
+    recording region, a tape's `backward()`: what its callers do around it matters too), "local"
+    (a `requires_grad` setting, `retain_grad`, a gradient check: read where it is written), or None."""
+    tapes: set[str] = set()
+    found = None
+    for op in ops:
+        kind = op.__class__
+        if kind is AssignOp:
+            if any(code.endswith(".requires_grad") for code, _ in op.pairs):
+                found = "local"
+        elif kind is CallOp:
+            if op.qualified in AUTOGRAD_CHECKS or (op.argument(None, "retain_grad") is not None and op.qualified):
+                found = "local"
+            if op.qualified in TAPE_CLASSES and op.target:
+                tapes.add(op.target)
+            if op.method == "backward" and op.receiver is not None and (
+                    looks_like_tape(op.receiver) or op.receiver in tapes):
+                return "tape"
+        elif kind is WithOp:
+            for item in op.items:
+                if item.qualified in TAPE_CLASSES or (item.value.plain and (
+                        looks_like_tape(item.value.code) or item.value.code in tapes)):
+                    return "tape"
+    return found
+
+
+def _assigned(ops: list, name: str) -> list:
+    """The values a function assigns to the local ``name``."""
+    return [v for op in ops if op.__class__ is AssignOp and op.augmented is None
+            for target, v in op.pairs if target == name and v is not None]
+
+
+_TAPE_WORDS = frozenset({"Tape", "backward", "gradcheck", "gradcheck_tape", "jacobian", "jacobian_fd",
+                         "requires_grad", "retain_grad"})
+_LAUNCH_WORDS = frozenset({"launch", "launch_tiled"})
+
+
+def _may_reach_a_tape(words: frozenset[str]) -> bool:
+    return bool(words & _TAPE_WORDS) or any("tape" in word.lower() for word in words)
+
+
+def _class_name(function: FunctionSummary) -> str | None:
+    return function.owner.rsplit(".", 1)[-1] if function.owner else None
+
+
+def _scope_of(function: FunctionSummary) -> str:
+    head, separator, _ = function.qualname.rpartition(".<locals>.")
+    return head if separator else MODULE_SCOPE
+
+
+def _where(location: Location) -> str:
+    import os
+
+    return f"{os.path.basename(location.path)}:{location.line}"

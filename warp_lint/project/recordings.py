@@ -1,0 +1,603 @@
+"""Recordings: what each entry point of a program does to arrays and tapes, calls followed.
+
+An entry point's operations (from its file's summary) are run symbolically, in program order.
+A call into the project (a module function, an imported function, ``self.m(...)``, a method of an
+object built from a project class, a constructor, which runs ``__init__``) is followed: the
+callee's operations run in a new frame whose parameters are bound to the caller's arguments (the
+same arrays: the same keys), whose own locals are new arrays per call, and whose events sit in
+the caller's tape region, loops and ``if`` arms, carrying the call path (``chain``). Array keys
+follow attributes through calls (``self.states[t].particle_q`` in a method is
+``example.states[t].particle_q`` of the object it was called on), so a tape opened in one method,
+recorded on in another and run backward in a third is one recording when a caller runs them in
+turn. Depth and size are bounded; past the bounds a call is not followed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from typing import Callable
+
+from warp_lint.host import (
+    AUTOGRAD_CHECKS,
+    FRESH_ALLOCATIONS,
+    HEAD,
+    HOST_COPY_METHODS,
+    INHERITING_ALLOCATIONS,
+    LAUNCH_FUNCTIONS,
+    LAUNCH_PARAMETERS,
+    TAPE_CLASSES,
+    UTILITY_MODULES,
+    UTILITY_OPS,
+    WRITING_METHODS,
+    Allocation,
+    ArrayRef,
+    CallSite,
+    HostEvent,
+    HostScope,
+    Launch,
+    Location,
+    LoopSpan,
+    TapeRegion,
+    looks_like_tape,
+)
+from warp_lint.kernel_facts import KernelFacts
+from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol
+from warp_lint.project.summary import (
+    MODULE_SCOPE,
+    NOT_LITERAL,
+    ArmOp,
+    AssignOp,
+    CallOp,
+    EndIfOp,
+    EndLoopOp,
+    EndWithOp,
+    FunctionSummary,
+    GradOp,
+    LoopOp,
+    ReturnOp,
+    Value,
+    WithOp,
+)
+
+MAX_CALL_DEPTH = 8
+MAX_EVENTS = 10_000
+# A name in an element's index (not an attribute, not already a key).
+SUBSCRIPT_NAME = re.compile(r"(?<![\w.@])[A-Za-z_]\w*(?![\w@])")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """What an expression evaluated to, as far as the recording knows."""
+
+    key: str | None  # the array (or object) it names
+    symbol: Symbol | None = None  # the definition it is (a kernel, a function, a class, a module)
+    instance: Symbol | None = None  # the class of the object it is
+
+
+@dataclasses.dataclass
+class Frame:
+    info: ModuleInfo
+    function: FunctionSummary
+    chain: tuple[CallSite, ...]
+    names: dict[str, str] = dataclasses.field(default_factory=dict)  # local name -> key
+    host_values: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    # name -> the list display bound to it, its elements' (code, key) resolved where it was written
+    lists: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
+    literals: dict[str, object] = dataclasses.field(default_factory=dict)  # parameter -> the literal passed
+    calls: dict[int, CallOp] = dataclasses.field(default_factory=dict)
+    results: dict[int, Result] = dataclasses.field(default_factory=dict)
+    returned: Result | None = None
+    host_copies: bool = False  # whether a `.numpy()`/`.list()` ran in this frame yet
+    open_regions: list[list[TapeRegion]] = dataclasses.field(default_factory=list)
+    ids: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)  # an `if`/loop of this frame -> its id
+
+    @property
+    def path(self) -> str:
+        return self.info.path
+
+
+@dataclasses.dataclass
+class RecordedLaunch:
+    """A launch seen in a recording, for the differentiation contexts."""
+
+    kernel: Symbol | None
+    event: HostEvent
+    scope: HostScope
+
+
+class Recorder:
+    """Runs one entry point; ``record()`` returns its recording."""
+
+    def __init__(self, index: ProjectIndex, facts_of: Callable[[Symbol], KernelFacts | None],
+                 relevant: set[Symbol] | frozenset[Symbol] | None = frozenset()):
+        self.index = index
+        self.facts_of = facts_of
+        # Before the first tape region opens, only calls that lead to a tape are followed (model
+        # building, file loading and the like would swamp the recording); from then on, every call.
+        # None: follow every call from the start.
+        self.relevant = relevant
+        self.order = 0
+        self.events: list[HostEvent] = []
+        self.regions: list[TapeRegion] = []
+        self.region_stack: list[TapeRegion] = []
+        self.loop_stack: list[int] = []
+        self.loop_spans: dict[int, LoopSpan] = {}
+        self.branch_stack: list[tuple[int, int]] = []
+        self.launches: list[Launch] = []
+        self.launch_symbols: list[tuple[Symbol | None, HostEvent]] = []
+        self.checked: list[tuple[Symbol | None, HostEvent]] = []  # gradcheck / jacobian targets
+        self.paths: dict[str, str] = {}  # "key.attribute" -> the key it is bound to
+        self.symbols: dict[str, Symbol] = {}  # key -> the definition it holds
+        self.types: dict[str, Symbol] = {}  # key -> the class of the object it holds
+        self.tape_keys: set[str] = set()
+        self.active: list[Symbol] = []  # the functions being run, for recursion
+        self.followed: set[Symbol] = set()  # every function whose operations ran in this recording
+        self.next_id = 0
+
+    # -- entry points ---------------------------------------------------------------------
+    def record(self, info: ModuleInfo, function: FunctionSummary, owner: Symbol | None) -> HostScope:
+        symbol = Symbol("function", info.name, function.qualname, info.path)
+        frame = Frame(info, function, ())
+        params = tuple(p.name for p in function.params)
+        for param in function.params:
+            frame.names[param.name] = param.name
+            self._annotate(info, function, param.name, param.name, param.annotation)
+        if owner is not None and function.params:
+            receiver = function.params[0].name
+            self.types[receiver] = owner
+            initializer = self.index.method(owner, "__init__")
+            if initializer is not None and initializer != symbol:
+                # A method on its own: the object it runs on was built by `__init__` first.
+                self._follow(frame, None, initializer, Result(receiver, None, owner), ())
+        self.followed.add(symbol)
+        self.active.append(symbol)
+        self._run(frame)
+        self.active.pop()
+        location = Location.of(info.path, function.loc)
+        return HostScope(function.qualname, location, self.events, self.regions, self.launches, self.loop_spans,
+                         params)
+
+    # -- keys -----------------------------------------------------------------------------
+    def key(self, frame: Frame, code: str) -> str:
+        """The key of the array ``code`` names now: aliases followed, rebindings distinguished."""
+        return self._resolve(frame, code).key or code
+
+    def _resolve(self, frame: Frame, code: str) -> Result:
+        match = HEAD.match(code)
+        if match is None:
+            return Result(code)
+        dotted = match.group(0)
+        rest = code[len(dotted):]
+        head, *attributes = dotted.split(".")
+        if head in frame.names:
+            key = frame.names[head]
+            symbol, instance = self.symbols.get(key), self.types.get(key)
+        else:
+            key = head
+            symbol, instance = self.symbols.get(key), None
+            if symbol is None and (head not in frame.function.local_names or head in frame.function.local_functions):
+                symbol = self.index.resolve(frame.path, frame.function.qualname, head)
+        for attribute in attributes:
+            path = f"{key}.{attribute}"
+            key = self.paths.get(path, path)
+            if key in self.symbols or key in self.types:
+                symbol, instance = self.symbols.get(key), self.types.get(key)
+            elif instance is not None:
+                member = self.index.class_member(instance, attribute)
+                symbol, instance = (member, None) if member is not None else (None, self.index.attribute_class(instance,
+                                                                                                         attribute))
+            elif symbol is not None:
+                symbol = self.index.member(symbol, attribute)
+            else:
+                symbol = instance = None
+        if rest:
+            symbol = instance = None
+            # `states[t + 1]`, `coms[frame]`: the index names by their keys, so a callee's `frame`
+            # is known as the caller's loop counter it was passed
+            rest = SUBSCRIPT_NAME.sub(lambda m: frame.names.get(m.group(0), m.group(0)), rest)
+        return Result(key + rest, symbol, instance)
+
+    def _annotate(self, info: ModuleInfo, function: FunctionSummary, key: str, name: str, annotation: str) -> None:
+        if not annotation or key in self.types:
+            return
+        code = annotation.strip("'\"")
+        if not HEAD.fullmatch(code):
+            return
+        found = self.index.resolve(info.path, _definition_scope(function), code)
+        if found is not None and found.kind == "class":
+            self.types[key] = found
+
+    def bind(self, frame: Frame, code: str, alias: str | None) -> str:
+        """Bind ``code`` to the array ``alias`` names (a key) or to a fresh value; return its key."""
+        if HEAD.fullmatch(code) is None:
+            return self.key(frame, code)  # x[i] = ..., f(x).y = ...: no new binding
+        new = alias if alias is not None else f"{code}@{self.order}"
+        head, _, attribute = code.rpartition(".")
+        if not head:
+            frame.names[code] = new
+        else:
+            self.paths[f"{self.key(frame, head)}.{attribute}"] = new
+        return new
+
+    def evaluate(self, frame: Frame, value: Value | None) -> Result:
+        if value is None:
+            return Result(None)
+        if value.call is not None:
+            return frame.results.get(value.call, Result(None))
+        if value.plain:
+            return self._resolve(frame, value.code)
+        return Result(None)
+
+    def pulls_of(self, frame: Frame, value: Value | None) -> frozenset[str]:
+        """Keys of the arrays whose host copies flow into ``value``."""
+        if value is None or not (frame.host_copies or frame.host_values):
+            return frozenset()  # nothing in this frame left the device
+        found = {self.key(frame, code) for code in value.host_copies}
+        for name in value.names:
+            found |= frame.host_values.get(name, frozenset())
+        return frozenset(found)
+
+    # -- events ---------------------------------------------------------------------------
+    def event(self, frame: Frame, kind: str, loc, stmt, at: Location | None = None, **fields) -> HostEvent:
+        """An event of ``frame``'s code; ``at``: report it at this call of the frame instead."""
+        self.order += 1
+        location = at or Location.of(frame.path, loc)
+        statement = at or Location.of(frame.path, stmt)
+        chain = frame.chain[:-1] if at is not None else frame.chain
+        event = HostEvent(kind, location, statement, self.order,
+                          self.region_stack[-1] if self.region_stack else None, tuple(self.loop_stack),
+                          branch=tuple(self.branch_stack), chain=chain, **fields)
+        self.events.append(event)
+        return event
+
+    def _uid(self, frame: Frame, kind: str, number: int) -> int:
+        key = (kind, number)
+        if key not in frame.ids:
+            self.next_id += 1
+            frame.ids[key] = self.next_id
+        return frame.ids[key]
+
+    # -- operations -----------------------------------------------------------------------
+    def _run(self, frame: Frame) -> None:
+        for op in frame.function.ops:
+            kind = op.__class__
+            if kind is CallOp:
+                frame.calls[op.index] = op
+                frame.results[op.index] = self.visit_call(frame, op)
+            elif kind is AssignOp:
+                self.visit_assign(frame, op)
+            elif kind is GradOp:
+                self.event(frame, "grad", op.loc, op.stmt, receiver=op.code, key=self.key(frame, op.code))
+            elif kind is WithOp:
+                self.visit_with(frame, op)
+            elif kind is EndWithOp:
+                for region in reversed(frame.open_regions.pop() if frame.open_regions else []):
+                    region.end_order = self.order
+                    self.region_stack.pop()
+            elif kind is LoopOp:
+                for name in op.targets:
+                    self.bind(frame, name, None)
+                    frame.host_values.pop(name, None)
+                loop_id = self._uid(frame, "loop", op.id)
+                self.loop_spans[loop_id] = LoopSpan(loop_id, Location.of(frame.path, op.loc), self.order + 1, 0,
+                                                    frozenset(op.targets), op.single_pass,
+                                                    frozenset(frame.names[name] for name in op.targets))
+                self.loop_stack.append(loop_id)
+            elif kind is EndLoopOp:
+                loop_id = self.loop_stack.pop()
+                self.loop_spans[loop_id].end_order = self.order
+            elif kind is ArmOp:
+                branch_id = self._uid(frame, "if", op.id)
+                if op.arm == 0:
+                    self.branch_stack.append((branch_id, 0))
+                else:
+                    self.branch_stack[-1] = (branch_id, op.arm)
+            elif kind is EndIfOp:
+                self.branch_stack.pop()
+            elif kind is ReturnOp:
+                if frame.returned is None and op.value is not None:
+                    frame.returned = self.evaluate(frame, op.value)
+
+    def visit_assign(self, frame: Frame, op: AssignOp) -> None:
+        if op.augmented:
+            pulls = self.pulls_of(frame, op.value)
+            for code, value in op.pairs:
+                self.event(frame, "assign", op.stmt, op.stmt, name=code, value=value, key=self.key(frame, code),
+                           pulls=pulls, augmented=op.augmented)
+            return
+        pulls = self.pulls_of(frame, op.value)
+        # Every value is read before any target is bound: a, b = b, a
+        evaluated = [(code, value, self.evaluate(frame, value)) for code, value in op.pairs]
+        for code, value, result in evaluated:
+            element_pulls = self.pulls_of(frame, value) if len(op.pairs) > 1 and value is not None else pulls
+            self.bind_event(frame, op, code, value, result, element_pulls)
+
+    def bind_event(self, frame: Frame, op: AssignOp, code: str, value: Value | None, result: Result,
+                   pulls: frozenset[str]) -> None:
+        call = frame.calls.get(value.call) if value is not None and value.call is not None else None
+        if call is not None and call.qualified in TAPE_CLASSES:
+            key = self.bind(frame, code, None)
+            self.tape_keys.add(key)
+            self.event(frame, "tape", op.stmt, op.stmt, name=code, value=value, key=key)
+            return
+        allocation = self.allocation(frame, call) if call is not None and call.qualified else None
+        head, _, _ = code.rpartition(".")
+        owner = self.key(frame, head) if head and HEAD.fullmatch(code) else ""
+        alias = result.key if (value is not None and (value.plain or value.call is not None)) else None
+        key = self.bind(frame, code, alias)
+        if result.symbol is not None:
+            self.symbols[key] = result.symbol
+        if result.instance is not None:
+            self.types[key] = result.instance
+        if not head and HEAD.fullmatch(code):
+            device = allocation is not None or (call is not None and (call.qualified or "").startswith("warp."))
+            if pulls and not device:  # a host value; an array built from host data lives on the device
+                frame.host_values[code] = pulls
+            else:
+                frame.host_values.pop(code, None)
+            if value is not None and value.elements is not None:
+                frame.lists[code] = self.elements(frame, value)
+            else:
+                frame.lists.pop(code, None)
+        self.event(frame, "assign", op.stmt, op.stmt, name=code, value=value, key=key, pulls=pulls,
+                   allocation=allocation, owner=owner)
+
+    def allocation(self, frame: Frame, call: CallOp) -> Allocation | None:
+        function = call.qualified
+        if function not in FRESH_ALLOCATIONS and function not in INHERITING_ALLOCATIONS:
+            return None
+        flag = call.argument(None, "requires_grad")
+        requires_grad: bool | None = False
+        if flag is not None:
+            requires_grad = flag.literal if isinstance(flag.literal, bool) else None
+        source = None
+        if function in INHERITING_ALLOCATIONS:
+            first = call.argument(0, "a") or call.argument(None, "src")
+            if first is not None:
+                source = ArrayRef(first.code, self.key(frame, first.code))
+            if flag is None:
+                requires_grad = None
+        dtype = call.argument(None, "dtype")
+        if dtype is None and function in ("warp.zeros", "warp.empty", "warp.ones"):
+            dtype = call.argument(1, "dtype")
+        retain = call.argument(None, "retain_grad")
+        return Allocation(function, requires_grad, flag is not None, source, dtype.code if dtype is not None else "",
+                          retain_grad=retain is not None and retain.literal is True)
+
+    def visit_with(self, frame: Frame, op: WithOp) -> None:
+        opened: list[TapeRegion] = []
+        for item in op.items:
+            tape = self._tape_of(frame, item)
+            if tape is None:
+                continue
+            key = ""
+            if tape:
+                key = self.bind(frame, item.asname, None) if item.asname is not None else self.key(frame, tape)
+                self.tape_keys.add(key)
+            self.event(frame, "region", op.loc, op.stmt, name=tape, key=key)
+            region = TapeRegion(tape, Location.of(frame.path, op.loc), self.order + 1,
+                                parent=self.region_stack[-1] if self.region_stack else None, key=key,
+                                chain=frame.chain)
+            self.regions.append(region)
+            self.region_stack.append(region)
+            opened.append(region)
+        frame.open_regions.append(opened)
+
+    def _tape_of(self, frame: Frame, item) -> str | None:
+        if item.qualified in TAPE_CLASSES:
+            return item.asname if item.asname is not None else ""
+        if not item.value.plain or "[" in item.value.code:
+            return None
+        code = item.value.code
+        if self.key(frame, code) in self.tape_keys or looks_like_tape(code):
+            # A tape made here, or one passed in or kept on an object under a tape-like name.
+            return code
+        return None
+
+    # -- calls ----------------------------------------------------------------------------
+    def visit_call(self, frame: Frame, op: CallOp) -> Result:
+        qualified = op.qualified
+        if qualified in LAUNCH_FUNCTIONS:
+            self.launch(frame, op)
+            return Result(None)
+        if qualified:
+            self.warp_call(frame, op, qualified)
+            return Result(None)
+        if op.method in HOST_COPY_METHODS:
+            frame.host_copies = True
+        followed = self.follow_call(frame, op)
+        if followed is not None:
+            return followed
+        if op.receiver is not None:
+            receiver = op.receiver
+            key = self.key(frame, receiver)
+            writes = (ArrayRef(receiver, key),) if op.method in WRITING_METHODS else ()
+            self.event(frame, "method", op.loc, op.stmt, name=op.method, receiver=receiver, key=key, writes=writes,
+                       pulls=self._argument_pulls(frame, op), arguments=self.argument_refs(frame, op), call=op)
+        return Result(None)
+
+    def follow_call(self, frame: Frame, op: CallOp) -> Result | None:
+        """Run a project function, method or constructor the call names; its result, or None."""
+        if not op.dotted:
+            return None
+        if op.receiver is not None:
+            receiver = self._resolve(frame, op.receiver)
+            if receiver.instance is not None:
+                method = self.index.method(receiver.instance, op.method)
+                if method is not None and self._worth_following(method):
+                    return self._follow(frame, op, method, receiver, op.args)
+                return None
+            target = self.index.member(receiver.symbol, op.method) if receiver.symbol is not None else None
+        else:
+            target = self._resolve(frame, op.func).symbol
+        if target is None:
+            return None
+        if target.kind == "function":
+            return self._follow(frame, op, target, None, op.args) if self._worth_following(target) else None
+        if target.kind == "class":
+            instance = f"{op.target or target.qualname.rsplit('.', 1)[-1] + '()'}@{self.order}"
+            self.types[instance] = target
+            initializer = self.index.method(target, "__init__")
+            result = Result(instance, None, target)
+            if initializer is not None and self._worth_following(initializer):
+                self._follow(frame, op, initializer, result, op.args)
+            return result
+        if target.kind == "warp":
+            return Result(None, target)
+        return None
+
+    def _worth_following(self, target: Symbol) -> bool:
+        return self.relevant is None or bool(self.regions) or target in self.relevant
+
+    def _follow(self, frame: Frame, op: CallOp | None, target: Symbol, receiver: Result | None,
+                args) -> Result | None:
+        function = self.index.function(target)
+        info = self.index.info_of(target)
+        if function is None or info is None or target in self.active or len(self.active) > MAX_CALL_DEPTH or \
+                len(self.events) > MAX_EVENTS:
+            return None
+        site = CallSite(Location.of(frame.path, op.loc), target.qualname) if op is not None else None
+        callee = Frame(info, function, frame.chain + ((site,) if site is not None else ()))
+        positional = [p for p in function.params if p.kind == "positional"]
+        bound: dict[str, Result] = {}
+        if receiver is not None and positional:
+            bound[positional[0].name] = receiver
+            positional = positional[1:]
+        given = [a for a in args if a.keyword is None and not a.value.star]
+        for param, arg in zip(positional, given):
+            bound[param.name] = self.evaluate(frame, arg.value)
+        names = {p.name for p in function.params}
+        for arg in args:
+            if arg.keyword is not None and arg.keyword in names:
+                bound[arg.keyword] = self.evaluate(frame, arg.value)
+        passed = {p.name: a.value for p, a in zip(positional, given)}
+        passed.update({a.keyword: a.value for a in args if a.keyword is not None and a.keyword in names})
+        for name, value in passed.items():  # lists and literals travel with the call: a launch wrapper
+            if value.elements is not None or (value.plain and value.code in frame.lists):
+                callee.lists[name] = self.elements(frame, value)
+            literal = self.literal(frame, value)
+            if literal is not NOT_LITERAL:
+                callee.literals[name] = literal
+        for param in function.params:
+            result = bound.get(param.name)
+            key = result.key if result is not None and result.key else f"{param.name}@{self.order}"
+            callee.names[param.name] = key
+            if result is not None and result.symbol is not None:
+                self.symbols.setdefault(key, result.symbol)
+            if result is not None and result.instance is not None:
+                self.types.setdefault(key, result.instance)
+            else:
+                self._annotate(info, function, key, param.name, param.annotation)
+        # A returned factory product or object is known by what the callee returned.
+        self.active.append(target)
+        self.followed.add(target)
+        self._run(callee)
+        self.active.pop()
+        return callee.returned if callee.returned is not None else Result(None)
+
+    def warp_call(self, frame: Frame, op: CallOp, qualified: str) -> None:
+        reads: tuple[ArrayRef, ...] = ()
+        writes: tuple[ArrayRef, ...] = ()
+        if qualified == "warp.copy":
+            dest, src = op.argument(0, "dest"), op.argument(1, "src")
+            writes = (ArrayRef(dest.code, self.key(frame, dest.code)),) if dest is not None else ()
+            reads = (ArrayRef(src.code, self.key(frame, src.code)),) if src is not None else ()
+        elif qualified == "warp.clone":
+            src = op.argument(0, "src")
+            reads = (ArrayRef(src.code, self.key(frame, src.code)),) if src is not None else ()
+        elif qualified.startswith(UTILITY_MODULES) and qualified.rsplit(".", 1)[1] in UTILITY_OPS:
+            effects: dict[str, list[ArrayRef]] = {"read": [], "write": []}
+            for param, position, effect in UTILITY_OPS[qualified.rsplit(".", 1)[1]]:
+                value = op.argument(position, param)
+                if value is not None and value.plain:
+                    effects[effect].append(ArrayRef(value.code, self.key(frame, value.code), param))
+            reads, writes = tuple(effects["read"]), tuple(effects["write"])
+        event = self.event(frame, "call", op.loc, op.stmt, name=qualified, reads=reads, writes=writes,
+                           pulls=self._argument_pulls(frame, op), arguments=self.argument_refs(frame, op), call=op)
+        if qualified in AUTOGRAD_CHECKS:
+            checked = op.argument(0, "function") or op.argument(None, "kernel")
+            event.target = self.evaluate(frame, checked).symbol if checked is not None else None
+            self.checked.append((event.target, event))
+
+    def _argument_pulls(self, frame: Frame, op: CallOp) -> frozenset[str]:
+        return frozenset().union(*(self.pulls_of(frame, a.value) for a in op.args))
+
+    def argument_refs(self, frame: Frame, op: CallOp) -> tuple[ArrayRef, ...]:
+        refs = []
+        for arg in op.args:
+            values = list(arg.value.dict_keys) if arg.value.dict_keys is not None else [arg.value]
+            for value in values:
+                if value.plain:
+                    refs.append(ArrayRef(value.code, self.key(frame, value.code), arg.keyword or ""))
+        return tuple(refs)
+
+    def elements(self, frame: Frame, value: Value | None) -> list[tuple[str, str]]:
+        """(code, key) of each element of `inputs=[a, b]`, of `inputs=args` where `args = [a, b]`
+        earlier in the function, or of a list a caller passed as the parameter `args`."""
+        if value is None:
+            return []
+        if value.elements is None:
+            return list(frame.lists.get(value.code, ())) if value.plain else []
+        return [(e.code, self.key(frame, e.code)) for e in value.elements]
+
+    def literal(self, frame: Frame, value: Value | None) -> object:
+        """A value's literal: written there, or passed by the caller for this parameter."""
+        if value is None:
+            return NOT_LITERAL
+        if value.literal is not NOT_LITERAL:
+            return value.literal
+        return frame.literals.get(value.code, NOT_LITERAL) if value.plain else NOT_LITERAL
+
+    def launch(self, frame: Frame, op: CallOp) -> None:
+        keywords: dict[str, Value] = {}
+        for position, arg in enumerate(op.args):
+            if arg.keyword is not None:
+                keywords[arg.keyword] = arg.value
+            elif position < len(LAUNCH_PARAMETERS) and not arg.value.star:
+                keywords[LAUNCH_PARAMETERS[position]] = arg.value
+        kernel_value = keywords.get("kernel")
+        symbol = self.evaluate(frame, kernel_value).symbol if kernel_value is not None else None
+        facts = self.facts_of(symbol) if symbol is not None and symbol.kind == "warp" else None
+        if facts is not None and facts.kind != "kernel":
+            facts = None
+        inputs = self.elements(frame, keywords.get("inputs"))
+        outputs = self.elements(frame, keywords.get("outputs"))
+        params = [p.name for p in facts.params] if facts is not None else []
+        refs = [ArrayRef(code, key, params[i] if i < len(params) else "")
+                for i, (code, key) in enumerate(inputs + outputs)]
+        pulls = frozenset().union(*(self.pulls_of(frame, v) for v in
+                                    _displayed(keywords.get("inputs")) + _displayed(keywords.get("outputs"))))
+        record = self.literal(frame, keywords.get("record_tape")) if "record_tape" in keywords else True
+        # A launch wrapper (`def launch(kernel, inputs, ...): wp.launch(kernel, ...)`) launches what
+        # its caller names: the launch is reported where the wrapper is called.
+        wrapped = kernel_value is not None and kernel_value.plain and frame.chain and \
+            kernel_value.code in {p.name for p in frame.function.params}
+        where = frame.chain[-1].location if wrapped else None
+        event = self.event(frame, "launch", op.loc, op.stmt, name=op.qualified, pulls=pulls, call=op, at=where)
+        dim = keywords.get("dim")
+        launch = Launch(event, kernel_value.code if kernel_value is not None else "", facts,
+                        dim.code if dim is not None else None, [c for c, _ in inputs], [c for c, _ in outputs],
+                        keywords, refs, len(inputs), symbol=symbol if facts is not None else None,
+                        record_tape=record if isinstance(record, bool) else None)
+        if facts is not None and facts.struct_effects:
+            for ref in refs:
+                for field in sorted(f for f in facts.struct_effects if f.split(".", 1)[0] == ref.param):
+                    if HEAD.fullmatch(ref.code):
+                        code = f"{ref.code}.{field.split('.', 1)[1]}"
+                        launch.struct_refs.append(ArrayRef(code, self.key(frame, code), field))
+        event.launch = launch
+        event.reads = tuple(launch.reads())
+        event.writes = tuple(launch.writes())
+        self.launches.append(launch)
+        self.launch_symbols.append((symbol, event))
+
+
+def _displayed(value: Value | None) -> list[Value]:
+    return list(value.elements or ()) if value is not None else []
+
+
+def _definition_scope(function: FunctionSummary) -> str:
+    """Where a function's annotations are evaluated: the scope enclosing its definition."""
+    head, separator, _ = function.qualname.rpartition(".<locals>.")
+    return head if separator else MODULE_SCOPE

@@ -1,0 +1,956 @@
+"""One file's summary for the project model, read from Python's ``ast``.
+
+The summary holds no tree: names, codes, positions and, for every host function (and the
+module's own statements), its *operations* in program order: assignments, calls, ``with``
+blocks, loops, ``if`` arms, ``.grad`` reads and returns. Nothing in it is resolved against other
+files: a call is recorded by its code (``self.solver.step``), and the project model decides what
+it means. That keeps a summary a function of the file's text alone, so it is cached by content.
+
+Codes are the source text of the node, except for names and dotted names, which are spelled
+directly. Positions are 1-based lines and 1-based columns counted in code points (``ast`` counts
+UTF-8 bytes), with exclusive ends, as findings use them.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+import re
+from typing import Any
+
+from warp_lint.source import split_lines
+
+SUMMARY_VERSION = 2
+
+MODULE_SCOPE = "<module>"
+NOT_LITERAL = "\0not-literal"
+
+WARP_DECORATOR_KINDS = {
+    "warp.kernel": "kernel",
+    "warp.func": "func",
+    "warp.func_grad": "func_grad",
+    "warp.func_replay": "func_replay",
+    "warp.func_native": "func_native",
+    "warp.struct": "struct",
+}
+OVERLOAD_DECORATORS = {"warp.overload"}
+HOST_COPY_METHODS = frozenset({"numpy", "list"})
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_HOST_COPY = re.compile(r"([A-Za-z_][A-Za-z_0-9.]*(?:\[[^\]]*\])*)\.(?:numpy|list)\(\)")
+LAUNCH_FUNCTIONS = frozenset({"warp.launch", "warp.launch_tiled"})
+
+
+@dataclasses.dataclass(frozen=True)
+class Loc:
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+
+# -- operations --------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Value:
+    """An expression whose value an operation uses."""
+
+    code: str
+    plain: bool  # a name, attribute or subscript chain rooted at a name, without calls: an alias
+    call: int | None = None  # the index of the call that produces it, when it is a call
+    literal: Any = NOT_LITERAL  # its value when ``ast.literal_eval`` reads it
+    elements: tuple[Value, ...] | None = None  # a list or tuple display's elements, up to a starred one
+    dict_keys: tuple[Value, ...] | None = None  # a dict display's keys
+    star: str = ""  # "*" or "**" for a starred argument
+
+    @property
+    def names(self) -> set[str]:
+        """The identifiers in it (a few extra, from strings and attributes, are harmless: they only
+        ever look up locals that hold host data)."""
+        return set(_IDENTIFIER.findall(self.code))
+
+    @property
+    def host_copies(self) -> list[str]:
+        """The receivers of ``.numpy()`` / ``.list()`` calls in it."""
+        return _HOST_COPY.findall(self.code) if "()" in self.code else []
+
+
+@dataclasses.dataclass
+class Arg:
+    keyword: str | None
+    value: Value
+
+
+@dataclasses.dataclass
+class CallOp:
+    index: int  # its number among the function's calls (``Value.call`` refers to it)
+    func: str  # the callee's code
+    dotted: bool  # the callee is a name or a dotted name
+    qualified: str | None  # the Warp name the callee stands for ("warp.launch"), else None
+    receiver: str | None  # attribute callees: the receiver's code
+    method: str | None  # ... and the attribute
+    args: tuple[Arg, ...]
+    loc: Loc
+    stmt: Loc
+    role: str  # how the statement uses the value: expr | assign | discard | return | assert | other
+    stmt_kind: str  # the statement's ast class name
+    target: str | None = None  # `x = f(...)`: the one plain target the call's value is assigned to
+
+    def argument(self, position: int | None, keyword: str) -> Value | None:
+        for arg in self.args:
+            if arg.keyword == keyword:
+                return arg.value
+        if position is None:
+            return None
+        positional = [a.value for a in self.args if a.keyword is None and not a.value.star]
+        return positional[position] if position < len(positional) else None
+
+    @property
+    def has_star_kwargs(self) -> bool:
+        return any(a.value.star == "**" for a in self.args)
+
+
+@dataclasses.dataclass
+class AssignOp:
+    pairs: tuple[tuple[str, Value | None], ...]  # (target code, its value), bound after every value is read
+    augmented: str | None  # "+=" ... for augmented assignments
+    loc: Loc
+    stmt: Loc
+    value: Value | None  # the statement's whole right-hand side
+
+
+@dataclasses.dataclass
+class WithItem:
+    value: Value
+    qualified: str | None  # the Warp name called, when the item is a call (``wp.Tape()``)
+    asname: str | None
+
+
+@dataclasses.dataclass
+class WithOp:
+    items: tuple[WithItem, ...]
+    loc: Loc  # the header: from `with` to the end of the last item
+    stmt: Loc
+
+
+@dataclasses.dataclass
+class EndWithOp:
+    pass
+
+
+@dataclasses.dataclass
+class LoopOp:
+    id: int
+    kind: str  # for | while
+    targets: tuple[str, ...]  # names the loop header binds
+    single_pass: bool  # the body ends in break/return/raise at its top level
+    loc: Loc
+
+
+@dataclasses.dataclass
+class EndLoopOp:
+    id: int
+
+
+@dataclasses.dataclass
+class ArmOp:
+    """Entering arm ``arm`` of ``if`` number ``id`` (0 the body, 1 the ``else``/``elif`` part)."""
+
+    id: int
+    arm: int
+
+
+@dataclasses.dataclass
+class EndIfOp:
+    id: int
+
+
+@dataclasses.dataclass
+class GradOp:
+    code: str  # the array whose gradient is read: `x` of `x.grad` or `tape.gradients[x]`
+    loc: Loc
+    stmt: Loc
+
+
+@dataclasses.dataclass
+class ReturnOp:
+    value: Value | None
+    loc: Loc
+
+
+# -- definitions -------------------------------------------------------------------------------
+
+@dataclasses.dataclass
+class Param:
+    name: str
+    annotation: str  # its code ("" when absent)
+    kind: str  # positional | vararg | keyword_only | varkw
+    has_default: bool
+
+
+@dataclasses.dataclass
+class Decorator:
+    code: str  # the decorator's target: `wp.kernel` of `@wp.kernel(enable_backward=False)`
+    qualified: str | None  # its Warp name, when it is one
+    called: bool  # written with arguments
+    keywords: dict[str, Any]  # literal keyword values (code for non-literals)
+    star_kwargs: tuple[str, ...]  # `**OPTIONS`: the names passed
+    loc: Loc
+
+
+@dataclasses.dataclass
+class FunctionSummary:
+    """A host function, a method, a Warp-decorated definition, or the module's own statements."""
+
+    qualname: str  # "f", "Cls.m", "outer.<locals>.inner", "<module>"
+    name: str
+    params: tuple[Param, ...]
+    returns: str  # the return annotation's code
+    decorators: tuple[Decorator, ...]
+    loc: Loc  # the `def` line's name
+    first_line: int  # decorators included
+    last_line: int
+    owner: str | None  # the class qualname for methods
+    ops: list = dataclasses.field(default_factory=list)
+    words: frozenset[str] = frozenset()  # every identifier in its text: who might call or launch what
+    local_functions: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> qualname
+    local_names: frozenset[str] = frozenset()  # parameters and every name the body assigns
+    calls_in_body: tuple[str, ...] = ()  # Warp definitions: dotted codes of what the body calls
+    returns_code: tuple[str, ...] = ()  # codes of the returned expressions
+    returns_warp: tuple[tuple[str, str], ...] = ()  # `return wp.kernel(...)(f)`: (decorator name, the f code)
+    # `wp.kernel(f)` / `wp.kernel(**o)(f)` calls in the body that make a Warp definition of a local
+    applies_warp: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...] = ()
+
+    @property
+    def is_module(self) -> bool:
+        return self.qualname == MODULE_SCOPE
+
+
+@dataclasses.dataclass
+class ClassSummary:
+    qualname: str
+    name: str
+    bases: tuple[str, ...]
+    decorators: tuple[Decorator, ...]
+    methods: dict[str, str]  # name -> qualname
+    attributes: dict[str, str]  # annotated class-level names -> annotation code
+    loc: Loc
+
+
+@dataclasses.dataclass
+class ImportBinding:
+    local: str  # the name bound
+    module: str  # the module text as written ("" for `from . import x`)
+    name: str | None  # from-imports: the imported name ("*" for a star import)
+    level: int
+    scope: str  # the function qualname, or MODULE_SCOPE
+    line: int
+
+
+@dataclasses.dataclass
+class Setting:
+    """A module-level Warp setting: `wp.config.KEY = v` or `wp.set_module_options({KEY: v})`."""
+
+    key: str
+    value: Any
+    source: str  # config | module_options
+    loc: Loc
+    guarded: bool  # under an `if` (e.g. `if __name__ == "__main__":`)
+
+
+@dataclasses.dataclass
+class ModuleValue:
+    """A module-level `NAME = <value>`."""
+
+    name: str
+    value: Value
+    callee: str | None  # the callee's code when the value is a call
+    qualified: str | None  # ... and its Warp name when it is one
+    literal: Any  # dict displays too: {"enable_backward": False}
+    line: int
+
+
+@dataclasses.dataclass
+class FileSummary:
+    version: int
+    digest: str  # of the text it was read from
+    warp_aliases: dict[str, str]
+    imports: list[ImportBinding]
+    functions: dict[str, FunctionSummary]  # host functions and methods, and MODULE_SCOPE
+    warp_defs: dict[str, FunctionSummary]  # decorated definitions that may be Warp's (resolved by the index)
+    classes: dict[str, ClassSummary]
+    settings: list[Setting]
+    values: dict[str, ModuleValue]
+    all_names: tuple[str, ...] | None  # `__all__` when it is a literal list
+
+    def defines(self, name: str) -> bool:
+        return name in self.functions or name in self.warp_defs or name in self.classes or name in self.values
+
+
+# -- the builder ---------------------------------------------------------------------------------
+
+class _Text:
+    """Positions and source segments: ``ast`` gives UTF-8 byte columns; findings count code points."""
+
+    def __init__(self, text: str):
+        self.lines = split_lines(text)
+        self.ascii = text.isascii()
+
+    def column(self, line: int, offset: int) -> int:
+        if self.ascii or line - 1 >= len(self.lines):
+            return offset
+        text = self.lines[line - 1]
+        if text.isascii():
+            return offset
+        return len(text.encode("utf-8")[:offset].decode("utf-8", "replace"))
+
+    def loc(self, node: ast.AST) -> Loc:
+        line, end_line = node.lineno, node.end_lineno or node.lineno
+        return Loc(line, self.column(line, node.col_offset) + 1, end_line,
+                   self.column(end_line, node.end_col_offset or 0) + 1)
+
+    def segment(self, node: ast.AST) -> str:
+        line, end_line = node.lineno, node.end_lineno or node.lineno
+        start = self.column(line, node.col_offset)
+        end = self.column(end_line, node.end_col_offset or 0)
+        if line == end_line:
+            return self.lines[line - 1][start:end]
+        parts = [self.lines[line - 1][start:]] + self.lines[line:end_line - 1] + [self.lines[end_line - 1][:end]]
+        return "".join(parts)
+
+
+def dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _plain(node: ast.AST) -> bool:
+    """A name, attribute or subscript chain rooted at a name, with no call anywhere in it."""
+    slices = []
+    while True:
+        kind = node.__class__
+        if kind is ast.Attribute:
+            node = node.value
+        elif kind is ast.Subscript:
+            slices.append(node.slice)
+            node = node.value
+        else:
+            break
+    if node.__class__ is not ast.Name:
+        return False
+    return not any(piece.__class__ not in _LEAVES and any(child.__class__ is ast.Call for child in ast.walk(piece))
+                   for piece in slices)
+
+
+_LEAVES = frozenset({ast.Name, ast.Constant})
+
+
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def children(node: ast.AST):
+    """``ast.iter_child_nodes`` without the expression contexts, a little faster."""
+    fields = _CHILD_FIELDS.get(node.__class__)
+    if fields is None:
+        fields = _CHILD_FIELDS[node.__class__] = tuple(f for f in node._fields if f not in ("ctx", "type_comment"))
+    for name in fields:
+        value = getattr(node, name, None)
+        if value.__class__ is list:
+            for item in value:
+                if isinstance(item, ast.AST):
+                    yield item
+        elif isinstance(value, ast.AST):
+            yield value
+
+
+def _literal(node: ast.AST) -> Any:
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, (ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)) and _constant_parts(node) and _small(node):
+        try:
+            return ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            return NOT_LITERAL
+    return NOT_LITERAL
+
+
+def _constant_parts(node: ast.AST) -> bool:
+    """A display whose direct parts are constants or displays: worth trying ``literal_eval`` on
+    (a launch's `inputs=[x, y]` is not; this spares the attempt)."""
+    if isinstance(node, ast.UnaryOp):
+        return isinstance(node.operand, ast.Constant)
+    parts = node.values + [k for k in node.keys if k is not None] if isinstance(node, ast.Dict) else node.elts
+    return all(isinstance(p, (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.UnaryOp)) for p in parts)
+
+
+def _small(node: ast.AST, limit: int = 64) -> bool:
+    count = 0
+    for _ in ast.walk(node):
+        count += 1
+        if count > limit:
+            return False
+    return True
+
+
+def _first_line(node: ast.AST) -> int:
+    decorators = getattr(node, "decorator_list", None)
+    return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
+
+
+def _single_pass(body: list[ast.stmt]) -> bool:
+    return bool(body) and isinstance(body[-1], (ast.Break, ast.Return, ast.Raise))
+
+
+_FUNCTION_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SCOPE_TYPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _scope_facts(function: ast.AST) -> tuple[set[str], dict[str, ast.AST], list[ast.stmt]]:
+    """From the function's own statements (not nested scopes', and without entering expressions):
+    the names it binds (parameters included), the functions and classes it defines directly, and
+    its imports."""
+    names = set()
+    arguments = function.args
+    for argument in (*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs,
+                     *(a for a in (arguments.vararg, arguments.kwarg) if a is not None)):
+        names.add(argument.arg)
+    nested: dict[str, ast.AST] = {}
+    imports: list[ast.stmt] = []
+    stack = list(function.body)
+    while stack:
+        node = stack.pop()
+        kind = node.__class__
+        if kind in _NESTED_SCOPES:
+            names.add(node.name)
+            nested.setdefault(node.name, node)
+            continue
+        if kind is ast.Import or kind is ast.ImportFrom:
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+            imports.append(node)
+            continue
+        targets = _BINDING_TARGETS.get(kind)
+        if targets is not None:
+            for target in targets(node):
+                if target is not None:
+                    names.update(n.id for n in ast.walk(target) if n.__class__ is ast.Name)
+        if kind is ast.ExceptHandler and node.name:
+            names.add(node.name)
+        for field in _BLOCK_FIELDS:
+            block = getattr(node, field, None)
+            if block:
+                stack.extend(block)
+    return names, nested, imports
+
+
+_BINDING_TARGETS = {
+    ast.Assign: lambda node: node.targets,
+    ast.AnnAssign: lambda node: [node.target],
+    ast.AugAssign: lambda node: [node.target],
+    ast.For: lambda node: [node.target],
+    ast.AsyncFor: lambda node: [node.target],
+    ast.With: lambda node: [item.optional_vars for item in node.items],
+    ast.AsyncWith: lambda node: [item.optional_vars for item in node.items],
+}
+_BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
+
+
+_NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
+
+
+class _Builder:
+    def __init__(self, tree: ast.Module, text: str, warp_aliases: dict[str, str]):
+        self.tree = tree
+        self.text = _Text(text)
+        self.warp_aliases = warp_aliases
+        self.imports: list[ImportBinding] = []
+        self.functions: dict[str, FunctionSummary] = {}
+        self.warp_defs: dict[str, FunctionSummary] = {}
+        self.classes: dict[str, ClassSummary] = {}
+        self.settings: list[Setting] = []
+        self.values: dict[str, ModuleValue] = {}
+        self.all_names: tuple[str, ...] | None = None
+
+    def qualify(self, node: ast.AST, shadowed: frozenset[str] | set[str] = frozenset()) -> str | None:
+        name = dotted(node)
+        if name is None:
+            return None
+        head, _, rest = name.partition(".")
+        if head in shadowed or head not in self.warp_aliases:
+            return None
+        base = self.warp_aliases[head]
+        return f"{base}.{rest}" if rest else base
+
+    def code(self, node: ast.AST) -> str:
+        name = dotted(node)
+        return name if name is not None else self.text.segment(node)
+
+    def build(self, digest: str) -> FileSummary:
+        module_function = FunctionSummary(MODULE_SCOPE, MODULE_SCOPE, (), "", (), Loc(1, 1, 1, 1), 1,
+                                          len(self.text.lines), None)
+        module_function.words = self.words(1, len(self.text.lines))
+        self.functions[MODULE_SCOPE] = module_function
+        self._module_statements(self.tree.body, guarded=False)
+        module_function.ops = _OpScanner(self, module_function, frozenset()).scan(self.tree.body)
+        self._definitions(self.tree.body, "", None)
+        return FileSummary(SUMMARY_VERSION, digest, dict(self.warp_aliases), self.imports, self.functions,
+                           self.warp_defs, self.classes, self.settings, self.values, self.all_names)
+
+    def words(self, first: int, last: int) -> frozenset[str]:
+        return frozenset(_IDENTIFIER.findall("".join(self.text.lines[first - 1:last])))
+
+    # -- module level ---------------------------------------------------------------------
+    def _module_statements(self, body: list[ast.stmt], guarded: bool) -> None:
+        for statement in body:
+            if isinstance(statement, (ast.Import, ast.ImportFrom)):
+                self._import(statement, MODULE_SCOPE)
+            elif isinstance(statement, (ast.If, ast.Try)):
+                blocks = [statement.body, statement.orelse]
+                if isinstance(statement, ast.Try):
+                    blocks += [h.body for h in statement.handlers] + [statement.finalbody]
+                for block in blocks:
+                    self._module_statements(block, guarded=True)
+            elif isinstance(statement, (ast.Assign, ast.AnnAssign)):
+                self._module_assignment(statement, guarded)
+            elif isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Call):
+                self._module_call(statement.value, guarded)
+
+    def _import(self, statement: ast.Import | ast.ImportFrom, scope: str) -> None:
+        if isinstance(statement, ast.Import):
+            for alias in statement.names:
+                if alias.asname:
+                    self.imports.append(ImportBinding(alias.asname, alias.name, None, 0, scope, statement.lineno))
+                else:  # `import a.b` binds `a` and loads `a.b`
+                    self.imports.append(ImportBinding(alias.name.split(".")[0], alias.name, None, 0, scope,
+                                                      statement.lineno))
+        else:
+            for alias in statement.names:
+                self.imports.append(ImportBinding(alias.asname or alias.name, statement.module or "", alias.name,
+                                                  statement.level, scope, statement.lineno))
+
+    def _module_assignment(self, statement: ast.Assign | ast.AnnAssign, guarded: bool) -> None:
+        targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+        value = statement.value
+        if value is None:
+            return
+        for target in targets:
+            qualified = self.qualify(target)
+            if qualified and qualified.startswith("warp.config."):
+                self.settings.append(Setting(qualified.rsplit(".", 1)[1], _literal(value), "config",
+                                             self.text.loc(statement), guarded))
+            elif isinstance(target, ast.Name):
+                callee = self.code(value.func) if isinstance(value, ast.Call) else None
+                qualified_call = self.qualify(value.func) if isinstance(value, ast.Call) else None
+                if target.id == "__all__" and isinstance(value, (ast.List, ast.Tuple)):
+                    literal = _literal(value)
+                    if isinstance(literal, (list, tuple)):
+                        self.all_names = tuple(str(item) for item in literal)
+                if not guarded or target.id not in self.values:
+                    self.values[target.id] = ModuleValue(target.id, _OpScanner.value_of(self, value),
+                                                         callee, qualified_call, _literal(value), statement.lineno)
+
+    def _module_call(self, call: ast.Call, guarded: bool) -> None:
+        if self.qualify(call.func) != "warp.set_module_options" or not call.args:
+            return
+        options = call.args[0]
+        if isinstance(options, ast.Dict):
+            for key, value in zip(options.keys, options.values):
+                if isinstance(key, ast.Constant) and isinstance(key.value, str):
+                    self.settings.append(Setting(key.value, _literal(value), "module_options", self.text.loc(call),
+                                                 guarded))
+
+    # -- definitions ----------------------------------------------------------------------
+    def _definitions(self, body: list[ast.stmt], prefix: str, owner: str | None) -> None:
+        """Every function and class, at any depth (a kernel made inside a factory too)."""
+        for statement in body:
+            if isinstance(statement, _FUNCTION_TYPES):
+                self._function(statement, prefix, owner)
+            elif isinstance(statement, ast.ClassDef):
+                self._class(statement, prefix)
+            elif isinstance(statement, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+                blocks = [getattr(statement, "body", []), getattr(statement, "orelse", [])]
+                if isinstance(statement, ast.Try):
+                    blocks += [h.body for h in statement.handlers] + [statement.finalbody]
+                for block in blocks:
+                    self._definitions(block, prefix, owner)
+
+    def _decorators(self, node: ast.AST, shadowed=frozenset()) -> tuple[Decorator, ...]:
+        found = []
+        for decorator in node.decorator_list:
+            target = decorator.func if isinstance(decorator, ast.Call) else decorator
+            keywords: dict[str, Any] = {}
+            stars: list[str] = []
+            if isinstance(decorator, ast.Call):
+                for keyword in decorator.keywords:
+                    if keyword.arg is None:
+                        stars.append(self.code(keyword.value))
+                    else:
+                        literal = _literal(keyword.value)
+                        keywords[keyword.arg] = self.code(keyword.value) if literal is NOT_LITERAL else literal
+            found.append(Decorator(self.code(target), self.qualify(target, shadowed), isinstance(decorator, ast.Call),
+                                   keywords, tuple(stars), self.text.loc(decorator)))
+        return tuple(found)
+
+    def _params(self, function) -> tuple[Param, ...]:
+        arguments = function.args
+        params = []
+        positional = [*arguments.posonlyargs, *arguments.args]
+        defaults = len(arguments.defaults)
+        for index, argument in enumerate(positional):
+            params.append(Param(argument.arg, self.code(argument.annotation) if argument.annotation else "",
+                                "positional", index >= len(positional) - defaults))
+        if arguments.vararg is not None:
+            params.append(Param(arguments.vararg.arg, "", "vararg", True))
+        for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
+            params.append(Param(argument.arg, self.code(argument.annotation) if argument.annotation else "",
+                                "keyword_only", default is not None))
+        if arguments.kwarg is not None:
+            params.append(Param(arguments.kwarg.arg, "", "varkw", True))
+        return tuple(params)
+
+    def _function(self, node, prefix: str, owner: str | None) -> None:
+        qualname = f"{prefix}{node.name}"
+        decorators = self._decorators(node)
+        name_node = ast.Name(node.name)
+        ast.copy_location(name_node, node)
+        summary = FunctionSummary(qualname, node.name, self._params(node),
+                                  self.code(node.returns) if node.returns else "", decorators, self.text.loc(node),
+                                  _first_line(node), node.end_lineno or node.lineno, owner)
+        warp_kind = next((WARP_DECORATOR_KINDS.get(d.qualified or "") for d in decorators
+                          if d.qualified in WARP_DECORATOR_KINDS), None)
+        overloaded = any(d.qualified in OVERLOAD_DECORATORS for d in decorators)
+        if warp_kind or overloaded or (decorators and not self._plain_decorators(decorators)):
+            # A Warp definition, or one whose decorator only the index can judge (a project's own
+            # decorator around `wp.kernel`): its body is kernel code, summarised by its calls.
+            summary.calls_in_body = self._body_calls(node)
+            key = qualname if qualname not in self.warp_defs else f"{qualname}#{summary.first_line}"
+            self.warp_defs[key] = summary
+            if warp_kind:
+                return
+        names, nested, imports = _scope_facts(node)
+        summary.local_functions = {name: f"{qualname}.<locals>.{name}" for name in nested}
+        summary.local_names = frozenset(names)
+        summary.words = self.words(summary.first_line, summary.last_line)
+        for statement in imports:
+            self._import(statement, qualname)
+        if nested:  # a factory or a decorator: what it returns and which Warp decorators it applies
+            _factory_facts(self, summary, node)
+        summary.ops = _OpScanner(self, summary, summary.local_names).scan(node.body)
+        self.functions.setdefault(qualname, summary)
+        self._definitions(node.body, f"{qualname}.<locals>.", None)
+
+    @staticmethod
+    def _plain_decorators(decorators: tuple[Decorator, ...]) -> bool:
+        """Decorators that leave a function a host function (staticmethod, property, caches...)."""
+        return all(d.code.split(".")[-1] in _HOST_DECORATORS for d in decorators)
+
+    def _body_calls(self, node) -> tuple[str, ...]:
+        """What a Warp definition's body calls, read from its text (its callees, over-approximated)."""
+        text = "".join(self.text.lines[node.lineno:node.end_lineno or node.lineno])
+        return tuple(dict.fromkeys(_CALLED.findall(text)))
+
+    def _class(self, node: ast.ClassDef, prefix: str) -> None:
+        qualname = f"{prefix}{node.name}"
+        methods: dict[str, str] = {}
+        attributes: dict[str, str] = {}
+        for statement in node.body:
+            if isinstance(statement, _FUNCTION_TYPES):
+                methods.setdefault(statement.name, f"{qualname}.{statement.name}")
+            elif isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                attributes[statement.target.id] = self.code(statement.annotation)
+        decorators = self._decorators(node)
+        summary = ClassSummary(qualname, node.name, tuple(self.code(b) for b in node.bases), decorators, methods,
+                               attributes, self.text.loc(node))
+        self.classes[qualname] = summary
+        if any(d.qualified == "warp.struct" for d in decorators):
+            struct = FunctionSummary(qualname, node.name, (), "", decorators, self.text.loc(node), _first_line(node),
+                                     node.end_lineno or node.lineno, None)
+            self.warp_defs[qualname] = struct
+            return
+        self._definitions(node.body, f"{qualname}.", qualname)
+
+
+_HOST_DECORATORS = frozenset({"staticmethod", "classmethod", "property", "setter", "getter", "deleter", "cache",
+                              "lru_cache", "cached_property", "wraps", "abstractmethod", "override", "contextmanager",
+                              "fixture", "parametrize", "skip", "skipif", "xfail", "mark", "jit", "njit",
+                              "dataclass", "total_ordering", "singledispatch", "register", "overload",
+                              "unittest", "expectedFailure", "skipUnless", "skipIf", "no_type_check",
+                              "deprecated", "final", "runtime_checkable", "timeout", "slow", "usefixtures"})
+
+
+class _OpScanner:
+    """A function body's operations in the order the host runs them (the old host scanner's order:
+    a statement's value before its targets, calls inside-out and left to right)."""
+
+    def __init__(self, builder: _Builder, function: FunctionSummary, shadowed: frozenset[str]):
+        self.builder = builder
+        self.function = function
+        self.shadowed = shadowed
+        self.ops: list = []
+        self.calls = 0
+        self.blocks = 0  # numbering for loops and ifs
+        self.statement: ast.stmt | None = None
+
+    def scan(self, body: list[ast.stmt]) -> list:
+        self.ops = []
+        for statement in body:
+            self.visit_statement(statement)
+        return self.ops
+
+    # -- values ---------------------------------------------------------------------------
+    @staticmethod
+    def value_of(builder: _Builder, node: ast.AST, call_index: int | None = None) -> Value:
+        star = ""
+        if node.__class__ is ast.Starred:
+            star, node = "*", node.value
+        kind = node.__class__
+        if kind is ast.Name:  # the common cases, without a walk
+            return Value(node.id, True, call_index, star=star)
+        if kind is ast.Constant:
+            return Value(builder.text.segment(node), False, call_index, node.value, star=star)
+        name = dotted(node) if kind is ast.Attribute else None
+        if name is not None:
+            return Value(name, True, call_index, star=star)
+        value = Value(builder.code(node), _plain(node), call_index, _literal(node), star=star)
+        if isinstance(node, (ast.List, ast.Tuple)):
+            elements = []
+            for element in node.elts:
+                if isinstance(element, ast.Starred):
+                    break
+                elements.append(_OpScanner.value_of(builder, element))
+            value.elements = tuple(elements)
+        elif isinstance(node, ast.Dict):
+            value.dict_keys = tuple(_OpScanner.value_of(builder, k) for k in node.keys if k is not None)
+        return value
+
+    def value(self, node: ast.AST, calls: dict[int, int]) -> Value:
+        value = self.value_of(self.builder, node, calls.get(id(node)))
+        if value.elements is not None and isinstance(node, (ast.List, ast.Tuple)):
+            for element, element_node in zip(value.elements, node.elts):
+                element.call = calls.get(id(element_node))
+        return value
+
+    # -- statements -----------------------------------------------------------------------
+    def loc(self, node: ast.AST) -> Loc:
+        return self.builder.text.loc(node)
+
+    def visit_block(self, body: list[ast.stmt]) -> None:
+        for statement in body:
+            self.visit_statement(statement)
+
+    def visit_statement(self, statement: ast.stmt) -> None:
+        self.statement = statement
+        if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            value = statement.value
+            calls = self.expression(value, "assign") if value is not None else {}
+            if isinstance(statement, ast.AugAssign):
+                operator = _AUGMENTED.get(type(statement.op), "?=")
+                self.ops.append(AssignOp(((self.builder.code(statement.target), self.value(value, calls)),),
+                                         operator, self.loc(statement), self.loc(statement), self.value(value, calls)))
+                return
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            whole = self.value(value, calls) if value is not None else None
+            pairs: list[tuple[str, Value | None]] = []
+            for target in targets:
+                if isinstance(target, (ast.Tuple, ast.List)):
+                    elements = [e.value if isinstance(e, ast.Starred) else e for e in target.elts]
+                    values = [None] * len(elements)
+                    if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements):
+                        values = [self.value(v, calls) for v in value.elts]
+                    elif value is not None:
+                        values = [Value(whole.code, False, None)] * len(elements)
+                    pairs += [(self.builder.code(e), v) for e, v in zip(elements, values)]
+                else:
+                    pairs.append((self.builder.code(target), whole))
+            if pairs:
+                self.ops.append(AssignOp(tuple(pairs), None, self.loc(statement), self.loc(statement), whole))
+        elif isinstance(statement, ast.Expr):
+            role = "expr"
+            self.expression(statement.value, role)
+        elif isinstance(statement, ast.Return):
+            calls = self.expression(statement.value, "return") if statement.value is not None else {}
+            value = self.value(statement.value, calls) if statement.value is not None else None
+            self.ops.append(ReturnOp(value, self.loc(statement)))
+        elif isinstance(statement, ast.Assert):
+            self.expression(statement.test, "assert")
+        elif isinstance(statement, (ast.With, ast.AsyncWith)):
+            items = []
+            for item in statement.items:
+                calls = self.expression(item.context_expr, "other")
+                qualified = self.builder.qualify(item.context_expr.func, self.shadowed) if isinstance(
+                    item.context_expr, ast.Call) else None
+                asname = self.builder.code(item.optional_vars) if item.optional_vars is not None else None
+                items.append(WithItem(self.value(item.context_expr, calls), qualified, asname))
+            last = statement.items[-1]
+            last = last.optional_vars if last.optional_vars is not None else last.context_expr
+            start, end = self.loc(statement), self.loc(last)
+            header = Loc(start.line, start.column, end.end_line, end.end_column)
+            self.ops.append(WithOp(tuple(items), header, self.loc(statement)))
+            self.visit_block(statement.body)
+            self.ops.append(EndWithOp())
+        elif isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+            header = statement.iter if isinstance(statement, (ast.For, ast.AsyncFor)) else statement.test
+            self.expression(header, "other")
+            targets: tuple[str, ...] = ()
+            if isinstance(statement, (ast.For, ast.AsyncFor)):
+                targets = tuple(n.id for n in ast.walk(statement.target) if isinstance(n, ast.Name))
+            self.blocks += 1
+            number = self.blocks
+            self.ops.append(LoopOp(number, "while" if isinstance(statement, ast.While) else "for", targets,
+                                   _single_pass(statement.body), self.loc(statement)))
+            self.visit_block(statement.body)
+            self.ops.append(EndLoopOp(number))
+            if statement.orelse:
+                self.visit_block(statement.orelse)
+        elif isinstance(statement, ast.If):
+            self.expression(statement.test, "other")
+            self.blocks += 1
+            number = self.blocks
+            self.ops.append(ArmOp(number, 0))
+            self.visit_block(statement.body)
+            if statement.orelse:
+                self.ops.append(ArmOp(number, 1))
+                self.visit_block(statement.orelse)
+            self.ops.append(EndIfOp(number))
+        elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            self.visit_block(statement.body)
+            for handler in statement.handlers:
+                self.visit_block(handler.body)
+            self.visit_block(statement.orelse)
+            self.visit_block(statement.finalbody)
+        elif isinstance(statement, ast.Match):
+            self.expression(statement.subject, "other")
+            self.blocks += 1
+            number = self.blocks
+            for arm, case in enumerate(statement.cases):
+                self.ops.append(ArmOp(number, arm))
+                self.visit_block(case.body)
+            self.ops.append(EndIfOp(number))
+        # definitions are their own scopes; imports, pass, global, delete... hold no operation
+
+    def expression(self, node: ast.AST, role: str) -> dict[int, int]:
+        """Record the `.grad` reads, then the calls (arguments before the call, left to right).
+
+        Returns id(call node) -> its call index, so values can name the call that makes them.
+        """
+        calls: list[ast.Call] = []
+        grads: list[tuple[str, ast.AST]] = []
+        self._collect(node, calls, grads)
+        for code, where in grads:
+            self.ops.append(GradOp(code, self.loc(where), self.loc(self.statement)))
+        indices: dict[int, int] = {}
+        for call in calls:
+            indices[id(call)] = self.call(call, indices, role if call is node else "other")
+        return indices
+
+    def _collect(self, node: ast.AST, calls: list, grads: list) -> None:
+        kind = node.__class__
+        if kind is ast.Name:
+            return
+        if kind is ast.Constant or kind is ast.Lambda or kind in _NESTED_SCOPES:
+            return
+        if kind is ast.Attribute:
+            if node.attr == "grad" and node.ctx.__class__ is ast.Load:
+                grads.append((self.builder.code(node.value), node))
+            self._collect(node.value, calls, grads)
+            return
+        if kind is ast.Subscript and node.value.__class__ is ast.Attribute and node.value.attr == "gradients" and \
+                node.slice.__class__ is not ast.Slice:
+            grads.append((self.builder.code(node.slice), node))  # tape.gradients[x]
+        for child in children(node):
+            self._collect(child, calls, grads)
+        if kind is ast.Call:
+            calls.append(node)
+
+    def call(self, call: ast.Call, indices: dict[int, int], role: str) -> int:
+        index = self.calls
+        self.calls += 1
+        func = call.func
+        name = dotted(func)
+        qualified = self.builder.qualify(func, self.shadowed)
+        receiver = method = None
+        if isinstance(func, ast.Attribute):
+            receiver, method = self.builder.code(func.value), func.attr
+        args = [Arg(None, self.value(a, indices)) for a in call.args]
+        for keyword in call.keywords:
+            value = self.value(keyword.value, indices)
+            if keyword.arg is None:
+                value.star = "**"
+            args.append(Arg(keyword.arg, value))
+        statement = self.statement
+        if role == "expr":
+            role = "discard"
+        elif role == "assign" and isinstance(statement, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id == "_" for t in statement.targets):
+            role = "discard"
+        target = None
+        if role == "assign" and isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is call:
+            targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            if len(targets) == 1 and dotted(targets[0]) is not None:
+                target = dotted(targets[0])
+        op = CallOp(index, name or self.builder.code(func), name is not None, qualified, receiver, method, tuple(args),
+                    self.loc(call), self.loc(statement), role, type(statement).__name__, target)
+        self.ops.append(op)
+        return index
+
+
+_CALLED = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
+
+_AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
+              ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=", ast.BitXor: "^=", ast.LShift: "<<=",
+              ast.RShift: ">>=", ast.MatMult: "@="}
+
+
+def _factory_facts(builder: _Builder, summary: FunctionSummary, node: ast.AST) -> None:
+    """What a function that defines functions returns (`return kernel`) and the Warp decorators it
+    applies to them (`wp.kernel(enable_backward=False)(template)`), from its own statements."""
+    returns, applies = [], []
+    shadowed = summary.local_names
+    stack = list(node.body)
+    while stack:
+        statement = stack.pop()
+        kind = statement.__class__
+        if kind in _NESTED_SCOPES:
+            continue
+        value = getattr(statement, "value", None) if kind in (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign) else None
+        if kind is ast.Return and value is not None:
+            returns.append(builder.code(value))
+        if isinstance(value, ast.Call):
+            application = _warp_application(builder, value, shadowed)
+            if application is not None:
+                applies.append(application)
+        for field in _BLOCK_FIELDS:
+            block = getattr(statement, field, None)
+            if block:
+                stack.extend(block)
+    summary.returns_code = tuple(returns)
+    summary.applies_warp = tuple(applies)
+
+
+def _warp_application(builder: _Builder, call: ast.Call, shadowed) -> tuple | None:
+    """`wp.kernel(f)`, `wp.kernel(enable_backward=False)(f)`: a Warp definition made from a local."""
+    outer = call.func
+    if isinstance(outer, ast.Call) and call.args and isinstance(call.args[0], ast.Name):
+        decorator = builder.qualify(outer.func, shadowed)
+        if decorator in WARP_DECORATOR_KINDS:
+            return decorator, call.args[0].id, tuple((k.arg, _literal(k.value)) for k in outer.keywords
+                                                     if k.arg is not None)
+    qualified = builder.qualify(call.func, shadowed)
+    if qualified in WARP_DECORATOR_KINDS and call.args and isinstance(call.args[0], ast.Name):
+        return qualified, call.args[0].id, tuple((k.arg, _literal(k.value)) for k in call.keywords
+                                                 if k.arg is not None)
+    return None
+
+
+def text_digest(text: str) -> str:
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+
+
+def summarize(tree: ast.Module, text: str, warp_aliases: dict[str, str]) -> FileSummary:
+    """The summary of one file, from its ``ast`` tree (the triage's) and its text."""
+    return _Builder(tree, text, warp_aliases).build(text_digest(text))

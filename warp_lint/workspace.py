@@ -1,0 +1,253 @@
+"""A run's project model, fed by the files' analyses, and how it finishes their findings.
+
+The files linted bring their own analyses (summary, kernel facts, kernel findings). The other
+files of their projects are indexed by name only and summarised when something needs them (an
+import to resolve, a kernel launched in a recording), through the cache. Then, once per run:
+
+- kernel findings in code no recording differentiates (*forward-only*) are dropped, unless
+  ``report-forward-only``; those in differentiated code name the recording that reaches them;
+- the host rules run on the recordings and report in whichever linted file the offending
+  statement is written;
+- each file's suppressions apply.
+
+A file's root is the nearest folder with ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or
+``.git``: every file there that mentions ``warp`` takes part. A file outside any (an installed
+package) brings only the files linted with it, and resolves its imports through its package.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from pathlib import Path
+from typing import Callable, Iterable, Iterator
+
+from warp_lint import versions
+from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
+from warp_lint.finding import Finding, Related
+from warp_lint.kernel_facts import KernelFacts
+from warp_lint.kernels import ImportedHelper
+from warp_lint.project.index import ModuleInfo, ProjectIndex
+from warp_lint.project.layout import find_root, project_files
+from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
+from warp_lint.project.summary import MODULE_SCOPE, FileSummary
+from warp_lint.project_context import ProjectContext
+from warp_lint.registry import all_rules
+from warp_lint.source import SourceError, SourceFile, decode_source
+
+ANALYSIS_ONLY = FileSettings((), "")
+
+
+class Workspace:
+    def __init__(self, files: Iterable[Path], eager: set[str], cache=None, context_digest: str = ""):
+        self.cache = cache
+        # What the project's other files (read, not linted) were when this workspace was made: part
+        # of the key of a whole run's results.
+        self.context_digest = context_digest
+        self.index = ProjectIndex(list(files), self._summary_of)
+        self.eager = eager  # the files whose definitions and entry points the model reads
+        self._analyses: dict[str, FileAnalysis] = {}
+        self._helpers_in_progress: set[str] = set()
+        self._read_only: dict[tuple[str, bool], FileAnalysis] = {}  # (path, with kernels) -> its analysis
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+
+    @classmethod
+    def alone(cls, analysis: FileAnalysis, settings: FileSettings) -> Workspace:
+        """A file that is its own project (a snippet, an unsaved buffer with no project)."""
+        workspace = cls([Path(analysis.path)], {analysis.path})
+        workspace.add(analysis)
+        return workspace
+
+    @classmethod
+    def for_files(cls, linted: list[Path], cache=None) -> Workspace:
+        """The projects of the linted files: every file of a marked root, and the linted files."""
+        files: dict[str, Path] = {}
+        eager: set[str] = set()
+        roots = {}
+        linted_resolved = set()
+        for path in linted:
+            files[str(path)] = path
+            eager.add(str(path))
+            linted_resolved.add(path.resolve())
+            root = find_root(path)
+            roots.setdefault(root.path, root)
+        digest = hashlib.blake2b(digest_size=20)
+        for root in roots.values():
+            for path in project_files(root):
+                if path in linted_resolved or str(path) in files:
+                    continue
+                files[str(path)] = path
+                if root.marked:
+                    raw = _read_bytes(path)
+                    if raw is not None and b"warp" in raw:
+                        eager.add(str(path))
+                        digest.update(f"{path}\0".encode() + hashlib.blake2b(raw, digest_size=16).digest())
+        return cls(files.values(), eager, cache, digest.hexdigest())
+
+    def add(self, analysis: FileAnalysis) -> None:
+        """A linted file's analysis: its summary and kernel facts replace what the disk says."""
+        self._analyses[analysis.path] = analysis
+        self.eager.add(analysis.path)
+        self.index.set_summary(analysis.path, analysis.summary)
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+
+    # -- loading --------------------------------------------------------------------------
+    def _eager_infos(self) -> Iterator[ModuleInfo]:
+        return (info for info in self.index.infos() if info.path in self.eager)
+
+    def _read(self, path: str) -> SourceFile | None:
+        try:
+            raw = Path(path).read_bytes()
+            return decode_source(path, raw)
+        except (OSError, SourceError):
+            return None
+
+    def _summary_of(self, path: str) -> FileSummary | None:
+        analysis = self._analyses.get(path)
+        if analysis is not None:
+            return analysis.summary
+        return self._analysis_of(path, kernels=False).summary
+
+    def _facts_of(self, path: str) -> dict[str, KernelFacts]:
+        analysis = self._analyses.get(path)
+        if analysis is not None:
+            return analysis.facts
+        return self._analysis_of(path, kernels=True).facts
+
+    def imported_helpers(self, path: str, summary: FileSummary) -> HelperLookup:
+        """Finds the `@wp.func` helpers of other files that the file's kernels call, by the code that
+        calls them: the kernel model follows them as its own."""
+        return HelperLookup(self, path, summary)
+
+    def imported_helper(self, path: str, summary: FileSummary, code: str) -> ImportedHelper | None:
+        if code.split(".", 1)[0] in summary.warp_aliases or path in self._helpers_in_progress:
+            return None
+        symbol = self.index.resolve(path, MODULE_SCOPE, code)
+        if symbol is None or symbol.kind != "warp" or symbol.path == path:
+            return None
+        self._helpers_in_progress.add(path)  # a helper's file calling back into this one
+        try:
+            facts = self._facts_of(symbol.path).get(symbol.qualname)
+        finally:
+            self._helpers_in_progress.discard(path)
+        if facts is None or facts.kind != "func" or not facts.effects:
+            return None
+        defining = self._summary_of(symbol.path)
+        return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
+                              defining.digest if defining is not None else "")
+
+    def analyse(self, source: SourceFile, settings: FileSettings) -> FileAnalysis:
+        """A file's analysis with the helpers it imports followed."""
+        return analyse_source(source, settings, helpers=self.imported_helpers)
+
+    def _analysis_of(self, path: str, kernels: bool) -> FileAnalysis:
+        """A file that is not linted: its summary (and kernel facts), through the cache; once."""
+        known = self._read_only.get((path, kernels)) or (self._read_only.get((path, True)) if not kernels else None)
+        if known is None:
+            known = self._read_only[(path, kernels)] = self._analyse_read_only(path, kernels)
+        return known
+
+    def _analyse_read_only(self, path: str, kernels: bool) -> FileAnalysis:
+        source = self._read(path)
+        if source is None:
+            return FileAnalysis(path, [])
+        kind = "facts" if kernels else "summary"
+        key = self.cache.blob_key(kind, source.raw) if self.cache is not None else None
+        if key is not None:
+            cached = self.cache.get_blob(key)
+            if isinstance(cached, FileAnalysis):
+                return cached
+        try:
+            analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels,
+                                      helpers=self.imported_helpers if kernels else None).without_source()
+        except Exception:  # a file we only read for context must never fail the run
+            analysis = FileAnalysis(path, [])
+        analysis.findings = []
+        if key is not None:
+            self.cache.put_blob(key, analysis)
+        return analysis
+
+    def lint_source(self, source: SourceFile, settings: FileSettings) -> FileResult:
+        """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer."""
+        return self.results([self.analyse(source, settings)], lambda _: settings)[0]
+
+    # -- finishing ------------------------------------------------------------------------
+    def host_findings(self, codes: set[str]) -> list[Finding]:
+        rules = all_rules()
+        selected = [code for code in rules if code in codes and rules[code].level == "project"]
+        if not selected:
+            return []
+        context = ProjectContext(self.model)
+        for code in selected:
+            rules[code]().check(context)
+        return context.findings
+
+    def results(self, analyses: list[FileAnalysis], settings_for: Callable[[Path], FileSettings]) -> list[FileResult]:
+        for analysis in analyses:
+            if analysis.summary is not None and self._analyses.get(analysis.path) is not analysis:
+                self.add(analysis)
+        settings = {a.path: settings_for(Path(a.path)) for a in analyses}
+        codes = set().union(*(s.rule_codes for s in settings.values())) if settings else set()
+        host: dict[str, list[Finding]] = {}
+        for finding in self.host_findings(codes):
+            host.setdefault(finding.path, []).append(finding)
+        results = []
+        for analysis in analyses:
+            file_settings = settings[analysis.path]
+            findings = [f for f in (self.in_context(f, file_settings) for f in analysis.findings) if f is not None]
+            findings += [f for f in host.get(analysis.path, ()) if f.code in file_settings.rule_codes
+                         and versions.overlaps(f.affected_versions, file_settings.target_version)]
+            source = analysis.source
+            if source is None and (findings or file_settings.report_unused_noqa):
+                source = self._read(analysis.path)
+            results.append(finalize(source, analysis.path, findings, file_settings))
+        return results
+
+    def in_context(self, finding: Finding, settings: FileSettings) -> Finding | None:
+        """A kernel finding with its differentiation context: None when no recording
+        differentiates its code (unless ``report_forward_only``); named recording when one does."""
+        if finding.code not in all_rules():
+            return finding
+        definition = self.model.definition_at(finding.path, finding.start.line)
+        if definition is None:
+            return finding
+        context = self.model.context_of(definition)
+        if context.state == FORWARD_ONLY:
+            if not settings.report_forward_only:
+                return None
+            return dataclasses.replace(finding, data={**finding.data, "context": FORWARD_ONLY,
+                                                      "context_reason": context.reason})
+        data = {**finding.data, "context": context.state, "context_reason": context.reason}
+        related = finding.related
+        if context.state == DIFFERENTIATED and context.reach is not None:
+            reach = context.reach
+            notes = [Related(f"recorded on `{reach.tape}` here" if reach.tape else "recorded on a tape here",
+                             reach.region.path, reach.region.start, reach.region.end)]
+            notes += [Related(f"through `{site.callee}`", site.location.path, site.location.start, site.location.end)
+                      for site in reach.chain]
+            related = related + tuple(notes)
+        return dataclasses.replace(finding, data=data, related=related)
+
+
+class HelperLookup:
+    """``lookup(code)``: the imported helper a file's kernel calls by ``code``; remembers what it
+    found (an analysis depends on those files)."""
+
+    def __init__(self, workspace: Workspace, path: str, summary: FileSummary):
+        self._workspace = workspace
+        self._path = path
+        self._summary = summary
+        self.found: dict[str, ImportedHelper] = {}
+
+    def __call__(self, code: str) -> ImportedHelper | None:
+        helper = self._workspace.imported_helper(self._path, self._summary, code)
+        if helper is not None:
+            self.found[code] = helper
+        return helper
+
+
+def _read_bytes(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except OSError:
+        return None
