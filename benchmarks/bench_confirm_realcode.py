@@ -44,7 +44,7 @@ def kernel_findings(python: Path) -> dict[str, list]:
     for project in realcode.projects(python):
         arguments = build_parser().parse_args(["check", "--no-cache", "--exit-zero", "--target-warp-version",
                                                f"=={realcode.PINS['warp-lang']}", str(project.root)])
-        _, _, results, _, _ = lint_paths(arguments, [project.root], False)
+        _, _, results, _, _, _ = lint_paths(arguments, [project.root], False)
         for result in results:
             chosen = [f for f in result.findings
                       if f.code.startswith("WL1") and f.data.get("strategy") and f.data.get("kernel")]
