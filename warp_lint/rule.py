@@ -34,7 +34,7 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     affected_versions: ClassVar[str] = ""  # "" means every Warp version
-    runtime_strategy: ClassVar[tuple[str, ...]] = ()  # "gradcheck", "overwrite-tracking"
+    runtime_strategy: ClassVar[tuple[str, ...]] = ()  # "gradcheck", "overwrite-tracking", "replay"
     # How the runtime checker rewrites the flagged statement into its safe form, the counterfactual
     # a disagreement must vanish in before a finding is confirmed (a name in
     # warp_lint.runtime.rewrite.SAFE_FORMS); None: findings can be cleared, never confirmed.

@@ -101,7 +101,7 @@ def test_tape_overwrite_is_confirmed_and_the_real_program_is_wrong(verdicts, pro
     assert "fresh buffer" in confirmation.reason
     evidence = confirmation.evidence
     assert "fail" in evidence["table"] and "fail" not in evidence["counterfactual_table"]
-    assert evidence["counterfactual_steps"][1] == "copy x -> x__wl_fresh"
+    assert evidence["counterfactual_steps"][1] == "copy x -> x__wl_fresh1"
     assert evidence["loss"]["original"] == evidence["loss"]["counterfactual"]
     # The real program: d loss / d x should be 2 x, the replayed adjoint reads the advanced x.
     gradient, x0 = _real_gradient(programs, "overwritten_state", device)

@@ -7,8 +7,10 @@ synthesized arrays: the tape gradient of the loss against central finite differe
 sequence (the shared comparison of :mod:`warp_lint.runtime.comparison`, treating the sequence as
 one launch), and the same sequence with the overwrite removed (the counterfactual: the overwriting
 step writes a fresh buffer, which later steps read instead). *Confirmed* needs the disagreement in
-the original and agreement in the counterfactual, with the same loss values; *cleared* needs
-agreement and a non-zero gradient; anything the replay cannot do is *inconclusive*, pointing to
+the original and agreement in the counterfactual, with the same loss values (where the sequence
+overwrites other arrays too, isolation: with the others removed the disagreement stays, and with
+this one removed as well it goes); *cleared* needs
+agreement, a non-zero gradient, and a loss that depends on the values overwritten; anything the replay cannot do is *inconclusive*, pointing to
 ``warp-lint trace``, which observes the real run.
 
 Entry points: :func:`replay` (in a process that may import warp and the user's code; returns a
@@ -46,9 +48,13 @@ The launch plan (JSON-serialisable; every key not marked optional is required)::
       "loss": {"array": "L",                        # tape.backward(loss=L): L's sum (or weights . L)
                "weights": null},                    # optional: per-element seed (grads={L: weights})
       "inputs": ["A"],                              # optional: arrays whose gradient is checked
-                                                    #   (default: float arrays with requires_grad but the loss)
-      "overwrite": {"step": 2, "array": "A"},       # the step (index into "steps") that overwrites an array
-                                                    #   an earlier recorded step read: the finding
+                                                    #   (default: float arrays with requires_grad but the loss;
+                                                    #   the loss may be one: an array updated in place)
+      "overwrite": {"step": 2, "array": "A",        # the step (index into "steps") that overwrites an array
+                    "param": "x_out"},              #   an earlier recorded step read: the finding; "param"
+                                                    #   (optional): the launch reads A too, and only this
+                                                    #   parameter's write moves to the fresh buffer
+      "other_overwrites": [...],                    # optional: the sequence's other overwrites, same form
       "seed": 0                                     # optional
     }
 
@@ -262,27 +268,35 @@ def _find(path: str, where: dict[str, Any]) -> list[locate.Target]:
     return found[:1]
 
 
-def _counterfactual_steps(plan: dict[str, Any]) -> tuple[list[dict[str, Any]], str, str]:
-    """The steps with the overwrite removed: from the overwriting step on, the overwritten array is
+def _counterfactual_steps(steps: list[dict[str, Any]], overwrites: list[dict[str, Any]], loss: str
+                          ) -> tuple[list[dict[str, Any]], dict[str, str], str]:
+    """The steps with ``overwrites`` removed: from each overwriting step on, the overwritten array is
     a fresh buffer (a launch that may read it first gets a copy of its current values, recorded like
-    the launch). Returns (steps, original name, fresh name)."""
-    overwrite = plan["overwrite"]
-    index, array = int(overwrite["step"]), overwrite["array"]
-    fresh = f"{array}__wl_fresh"
-    steps = copy.deepcopy(plan["steps"])
-    head, tail = steps[:index], steps[index:]
-    overwriting = tail[0]
-    prelude = []
-    if overwriting.get("op", "launch") == "launch":
-        prelude.append({"op": "copy", "dest": fresh, "src": array, "record": overwriting.get("record", True)})
-    for step in tail:
-        for binding in step.get("args", {}).values():
-            if binding.get("array") == array:
-                binding["array"] = fresh
-        for key in ("array", "dest", "src"):
-            if step.get(key) == array:
-                step[key] = fresh
-    return head + prelude + tail, array, fresh
+    the launch). Removed from the last to the first, so each step index still holds when it is
+    removed. Returns (steps, fresh name -> the array it replaces, the loss's name)."""
+    steps = copy.deepcopy(steps)
+    fresh_of: dict[str, str] = {}
+    for overwrite in sorted(overwrites, key=lambda o: int(o["step"]), reverse=True):
+        index, array = int(overwrite["step"]), overwrite["array"]
+        fresh = f"{array}__wl_fresh{index}"
+        fresh_of[fresh] = fresh_of.get(array, array)
+        head, tail = steps[:index], steps[index:]
+        overwriting = tail[0]
+        prelude = []
+        if overwriting.get("op", "launch") == "launch":
+            prelude.append({"op": "copy", "dest": fresh, "src": array, "record": overwriting.get("record", True)})
+        written_param = overwrite.get("param")  # one launch reading and writing the array: only the write moves
+        for position, step in enumerate(tail):
+            for param, binding in step.get("args", {}).items():
+                if binding.get("array") == array and (position > 0 or written_param in (None, param)):
+                    binding["array"] = fresh
+            for key in ("array", "dest", "src"):
+                if step.get(key) == array:
+                    step[key] = fresh
+        steps = head + prelude + tail
+        if loss == array:  # the overwritten array is the loss itself: the fresh buffer ends as the loss
+            loss = fresh
+    return steps, fresh_of, loss
 
 
 def replay(plan: dict[str, Any], *, base_path: str = "", module_name: str = "replay", device: str = "cpu",
@@ -324,52 +338,83 @@ def _replay(plan: dict[str, Any], base_path: str, module_name: str, device: str,
         raise ReplayUnsupported(f"the loss array {loss!r} is not among the arrays")
     inputs = plan.get("inputs") or [n for n, a in arrays.items()
                                     if a.requires_grad and float_precision(a.dtype) and n != loss]
-    fresh_steps, original, fresh = _counterfactual_steps(plan)
-    fresh_arrays = dict(arrays)
-    source = arrays[original]
-    fresh_arrays[fresh] = dataclasses.replace(source, name=fresh, initial=source.initial.copy())
-
+    overwrite = plan["overwrite"]
+    original = overwrite["array"]
+    others = [o for o in plan.get("other_overwrites", ()) if int(o["step"]) != int(overwrite["step"])]
     sequence = SequenceUnderTest(arrays, plan["steps"], kernels, device)
-    counterfactual = SequenceUnderTest(fresh_arrays, fresh_steps, kernels, device)
     tolerances = DEFAULT_TOLERANCES[_precision(sequence, inputs + [loss])]
     weights = plan["loss"].get("weights")
 
-    def judge(under_test: SequenceUnderTest) -> Any:
+    def variant(removed: list[dict[str, Any]]) -> tuple[SequenceUnderTest, str, list[dict[str, Any]]]:
+        """The sequence with ``removed`` overwrites writing fresh buffers: (it, its loss, its steps)."""
+        steps, fresh_of, loss_name = _counterfactual_steps(plan["steps"], removed, loss)
+        extended = dict(arrays)
+        for fresh, source in fresh_of.items():
+            extended[fresh] = dataclasses.replace(arrays[source], name=fresh, initial=arrays[source].initial.copy())
+        return SequenceUnderTest(extended, steps, kernels, device), loss_name, steps
+
+    def judge(under_test: SequenceUnderTest, loss_name: str) -> Any:
         if weights is not None:
             raise ReplayUnsupported("per-element loss weights are not supported yet: use a scalar loss")
         fast = max(under_test.slots[n].size for n in inputs) > FULL_JACOBIAN_LIMIT
-        return compare_launch(under_test, inputs, [loss], tolerances=tolerances, rng=np.random.default_rng(0),
-                              fast_mode=fast, nondet_tol=None)
+        return compare_launch(under_test, inputs, [loss_name], tolerances=tolerances,
+                              rng=np.random.default_rng(0), fast_mode=fast, nondet_tol=None)
 
+    counterfactual, fresh_loss, fresh_steps = variant([overwrite])
     before = sequence.forward()
     after = counterfactual.forward()
     evidence: dict[str, Any] = {
         "steps": [_describe(step) for step in plan["steps"]],
-        "overwrite": plan["overwrite"],
+        "overwrite": overwrite,
         "counterfactual_steps": [_describe(step) for step in fresh_steps],
-        "loss": {"original": _finite_list(before[loss]), "counterfactual": _finite_list(after[loss])},
+        "loss": {"original": _finite_list(before[loss]), "counterfactual": _finite_list(after[fresh_loss])},
     }
     if not np.all(np.isfinite(before[loss])):
         return _verdict(Status.INCONCLUSIVE, Reason.NON_FINITE, "the loss is not finite at the synthesized arrays",
                         evidence)
-    result = judge(sequence)
+    result = judge(sequence, loss)
     evidence["original"] = result.to_dict()
     evidence["table"] = result.table()
     failing = [p for p in result.pairs if p.status == "fail"]
     if failing:
-        other = judge(counterfactual)
-        evidence["counterfactual"] = other.to_dict()
-        evidence["counterfactual_table"] = other.table()
-        same_loss = np.allclose(before[loss], after[loss], rtol=1e-5, atol=1e-6)
-        explained = [p for p in failing if any(q.input == p.input and q.status == "pass" for q in other.pairs)]
         pair = max(failing, key=lambda p: p.max_abs_error)
         detail = (f"the tape gradient of the loss disagrees with finite differences of the whole sequence for "
                   f"d {loss} / d {pair.input}: max |AD - FD| = {pair.max_abs_error:.3g} at {pair.where} "
                   f"(AD {pair.ad_at_worst:.6g}, FD {pair.fd_at_worst:.6g})")
-        if explained and same_loss:
+        other = judge(counterfactual, fresh_loss)
+        evidence["counterfactual"] = other.to_dict()
+        evidence["counterfactual_table"] = other.table()
+        same_loss = _same(before[loss], after[fresh_loss])
+        if same_loss and _explains(failing, other):
             return _verdict(Status.CONFIRMED, Reason.GRADIENT_MISMATCH,
-                            f"{detail}; with step {plan['overwrite']['step']} writing a fresh buffer instead of "
+                            f"{detail}; with {_step_name(plan, overwrite)} writing a fresh buffer instead of "
                             f"`{original}` the same loss has the right gradient", evidence)
+        if same_loss and others:
+            # Isolation: the sequence has other overwrites. With all of them removed the gradient
+            # must be right, and with all but this one removed, wrong again.
+            clean, clean_loss, _ = variant(others + [overwrite])
+            alone, alone_loss, alone_steps = variant(others)
+            clean_result, alone_result = judge(clean, clean_loss), judge(alone, alone_loss)
+            evidence["isolation"] = {"others": others, "steps_with_only_this": [_describe(s) for s in alone_steps],
+                                     "all_removed_table": clean_result.table(),
+                                     "only_this_table": alone_result.table()}
+            alone_failing = [p for p in alone_result.pairs if p.status == "fail"]
+            if alone_failing and _explains(alone_failing, clean_result) and \
+                    _same(clean.forward()[clean_loss], before[loss]) and _same(alone.forward()[alone_loss], before[loss]):
+                worst = max(alone_failing, key=lambda p: p.max_abs_error)
+                return _verdict(Status.CONFIRMED, Reason.GRADIENT_MISMATCH, (
+                    f"{detail}. The sequence overwrites {len(others)} more array(s) "
+                    f"({', '.join(_step_name(plan, o) for o in others)}): with those writing fresh buffers the "
+                    f"gradient is still wrong (d {loss} / d {worst.input}: AD {worst.ad_at_worst:.6g}, FD "
+                    f"{worst.fd_at_worst:.6g}), and with {_step_name(plan, overwrite)} writing one too it is right"),
+                    evidence)
+            passing = all(q.status == "pass" for q in alone_result.pairs + clean_result.pairs)
+            if passing and not all(q.fd_identically_zero for q in alone_result.pairs):
+                return _verdict(Status.CLEARED, Reason.GRADIENT_MATCHES, (
+                    f"{detail}, but not because of this overwrite: with the sequence's other overwrites "
+                    f"({', '.join(_step_name(plan, o) for o in others)}) writing fresh buffers, the gradient "
+                    f"matches finite differences with {_step_name(plan, overwrite)} still overwriting `{original}`"),
+                    evidence)
         why = "the loss changes" if not same_loss else "the disagreement stays"
         return _verdict(Status.INCONCLUSIVE, Reason.COUNTERFACTUAL_DISAGREES,
                         f"{detail}; but with the overwrite removed {why}, so it is not the overwrite's doing", evidence)
@@ -381,10 +426,34 @@ def _replay(plan: dict[str, Any], base_path: str, module_name: str, device: str,
     if all(p.fd_identically_zero and p.ad_identically_zero for p in result.pairs):
         return _verdict(Status.INCONCLUSIVE, Reason.ZERO_JACOBIAN, "the loss does not depend on the inputs checked",
                         evidence)
+    if any(p.input == original and p.fd_identically_zero for p in result.pairs):
+        return _verdict(Status.INCONCLUSIVE, Reason.DOES_NOT_MATTER,
+                        f"the loss does not depend on the values of `{original}` the overwrite replaces: the "
+                        "agreement says nothing of the overwrite", evidence)
     return _verdict(Status.CLEARED, Reason.GRADIENT_MATCHES,
                     f"the tape gradient of the loss matches finite differences of the whole sequence for "
-                    f"{', '.join(inputs)}: the overwrite at step {plan['overwrite']['step']} does not change it",
+                    f"{', '.join(inputs)}: the overwrite by {_step_name(plan, overwrite)} does not change it",
                     evidence)
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=1e-5, atol=1e-6))
+
+
+def _explains(failing: list[Any], counterfactual: Any) -> bool:
+    """Whether the counterfactual passes on an input that failed (the disagreement goes away)."""
+    return any(q.input == p.input and q.status == "pass" for p in failing for q in counterfactual.pairs)
+
+
+def _step_name(plan: dict[str, Any], overwrite: dict[str, Any]) -> str:
+    """An overwriting step, in words: "step 2 (`advance`, sim.py:40)"."""
+    index = int(overwrite["step"])
+    step = plan["steps"][index]
+    what = plan["kernels"].get(step.get("kernel"), {}).get("name") if step.get("op", "launch") == "launch" else \
+        step.get("op")
+    site = step.get("site")
+    where = f", {os.path.basename(site['path'])}:{site['line']}" if site else ""
+    return f"step {index} (`{what}`{where})"
 
 
 def _precision(sequence: SequenceUnderTest, names: list[str]) -> str:

@@ -371,11 +371,14 @@ def confirm_findings(
         # A host finding (its hazard lies in the order of launches) names the kernel it launches,
         # but one kernel's experiment says nothing of it: it needs its launch sequence replayed.
         if (finding.data.get("host") or not request["kernel"]) and not request["replay_plan"]:
+            why = finding.data.get("replay_unplannable")
             finding.confirmation = _confirmation(
-                {"status": Status.INCONCLUSIVE, "reason": Reason.NOT_IMPORTABLE,
-                 "detail": "a host-side hazard lives in the order of launches, and the finding carries no launch "
-                           "plan to replay (data['replay_plan']); run the program under `warp-lint trace -- COMMAND` "
-                           "to observe it"},
+                {"status": Status.INCONCLUSIVE,
+                 "reason": Reason.REPLAY_UNSUPPORTED if why else Reason.NOT_IMPORTABLE,
+                 "detail": (f"the recorded launch sequence cannot be replayed: {why}" if why else
+                            "a host-side hazard lives in the order of launches, and the finding carries no launch "
+                            "plan to replay (data['replay_plan'])")
+                 + "; run the program under `warp-lint trace -- COMMAND` to observe it"},
                 warp_version=_installed_warp_version(), device=device)
             continue
         by_file.setdefault(os.path.realpath(finding.path), []).append(planned)

@@ -36,7 +36,7 @@ class Reason:
     REPLAY_UNSUPPORTED = "replay-unsupported"  # a host launch sequence that cannot be replayed
 
 
-STRATEGIES = ("gradcheck", "overwrite-tracking")
+STRATEGIES = ("gradcheck", "overwrite-tracking", "replay")
 
 
 def strategies_of(data: dict) -> list[str]:
