@@ -8,8 +8,9 @@ Warp:
 
 - kernels by file, name and the first line of their definition;
 - one array per key the sequence touches, its dtype from the kernel parameter it is bound to (or
-  its allocation), its shape from a literal allocation or launch dimension, else small (``SMALL``
-  elements per dimension); arrays allocated inside the sequence start as their allocation says;
+  its allocation), its shape from a literal allocation, else ``SLACK`` times the literal launch
+  dimension (or ``SMALL``) it is bound in, so strided indices stay in range; arrays allocated inside
+  the sequence start as their allocation says; a launch without a literal dim runs ``SMALL`` threads;
 - the steps in program order, each launch's arguments bound by parameter name (scalars from their
   literal, else a small synthesized value, said in the plan's ``synthesized`` notes); a loop
   inside the tape block runs twice, so a write that overwrites what the previous pass read is in
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
     from warp_lint.project_context import ProjectContext
 
 SMALL = 8  # elements per dimension of an array whose size the program does not write as a literal
+# An array whose size is not written as a literal is this many times longer (first dimension) than the
+# launches it is bound in: kernels index with strides (`indices[tid * 2 + 1]`), and a read past the
+# end crashes the process.
+SLACK = 4
 MAX_STEPS = 64
 PASSES = 2  # a loop inside the tape block runs this often in the replay
 SCALAR_DEFAULTS = {"float": 0.1, "int": 1, "bool": False}
@@ -101,8 +106,8 @@ class _Builder:
             spec.pop("ndim", None)
         for step in self.steps:
             source = step.pop("dim_from", None)
-            if source is not None:
-                step["dim"] = list(self.arrays[source]["shape"])
+            if source is not None:  # no literal dim: as many threads as a small array has elements
+                step["dim"] = [SMALL] * len(self.arrays[source]["shape"])
         inputs = self._inputs(loss)
         if not inputs:
             raise Unplannable("no float array is read before it is written: the sequence has no input to "
@@ -222,7 +227,7 @@ class _Builder:
         if allocation.dtype:
             spec.setdefault("dtype", _dtype(allocation.dtype))
         if allocation.shape is not None:
-            spec["shape"] = list(allocation.shape) if isinstance(allocation.shape, (list, tuple)) else [allocation.shape]
+            spec["shape"] = _shape_list(allocation.shape)
         spec["init"] = "ones" if allocation.function in ("warp.ones", "warp.ones_like") else (
             "random" if allocation.function in ("warp.array", "warp.from_numpy", "warp.full", "warp.full_like")
             else "zeros")
@@ -365,8 +370,7 @@ class _Builder:
                 if allocation is None:
                     continue
                 if allocation.shape is not None and "shape" not in spec:
-                    shape = allocation.shape
-                    spec["shape"] = list(shape) if isinstance(shape, (list, tuple)) else [shape]
+                    spec["shape"] = _shape_list(allocation.shape)
                 if allocation.dtype and "dtype" not in spec and _dtype(allocation.dtype):
                     spec["dtype"] = _dtype(allocation.dtype)
 
@@ -382,7 +386,8 @@ class _Builder:
             else:
                 ndim = spec.get("ndim", 1)
                 implied = self.sized.get(name)
-                spec["shape"] = [max(d[k] for d in implied) for k in range(ndim)] if implied else [SMALL] * ndim
+                shape = [max(d[k] for d in implied) for k in range(ndim)] if implied else [SMALL] * ndim
+                spec["shape"] = [shape[0] * SLACK, *shape[1:]]
         spec.setdefault("dtype", "float32")
         return spec["shape"]
 
@@ -402,6 +407,10 @@ def _dtype(dtype: str | None) -> str | None:
                 "uint64", "bool") or f"warp.{name}" in COMPOSITE_TYPES:
         return name
     return None
+
+
+def _shape_list(shape: object) -> list[int]:
+    return list(shape) if isinstance(shape, (list, tuple)) else [shape]
 
 
 def _dims(literal: object) -> list[int] | None:

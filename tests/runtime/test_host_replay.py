@@ -1,6 +1,6 @@
 """`check --confirm` on host findings: the launch plan built from the recording, replayed.
 
-``fixtures/host_replay`` holds one small program per case (kernels in ``kernels.py``, imported by
+``fixtures/host_replay`` holds one small program per case (kernels in ``replay_kernels.py``, imported by
 name): a real tape overwrite (confirmed, with numbers), an overwrite whose reader is linear in the
 array (cleared), a step loop with two overwrites (one confirmed and one cleared, each judged with
 the other removed), a write between the tape block and ``backward()`` (WL211, confirmed), an
@@ -100,8 +100,8 @@ def test_a_sequence_without_a_plan_says_why_and_points_to_trace(verdicts):
 
 
 def test_the_plan_binds_arguments_by_name_with_literal_sizes_and_scalars():
-    source = (PROGRAMS / "overwrite.py").read_text().replace("from kernels import advance, square, total\n",
-                                                                (PROGRAMS / "kernels.py").read_text())
+    source = (PROGRAMS / "overwrite.py").read_text().replace("from replay_kernels import advance, square, total\n",
+                                                                (PROGRAMS / "replay_kernels.py").read_text())
     (finding,) = lint_code(source, select=["WL201"], target=">=1.19", path=str(PROGRAMS / "overwrite.py"))
     plan = finding.data["replay_plan"]
     assert [s["op"] for s in plan["steps"]] == ["launch", "launch", "launch"]

@@ -16,6 +16,8 @@ from warp_lint.finding import Finding, Position
 from warp_lint.runtime import Reason, Status, confirm_findings
 
 PROGRAMS = pathlib.Path(__file__).parent / "fixtures" / "replay_programs.py"
+KERNELS = PROGRAMS.parent / "host_replay" / "replay_kernels.py"
+TOTAL_LINE = next(n for n, line in enumerate(KERNELS.read_text().splitlines(), 1) if line.startswith("def total"))
 N = 8
 
 
@@ -32,9 +34,9 @@ def plan(reader: str, in_place: bool, **changes) -> dict:
     document = {
         "version": 1,
         "kernels": {
-            "reader": {"path": PROGRAMS.name, "name": reader},
-            "advance": {"path": PROGRAMS.name, "name": "advance"},
-            "total": {"path": str(PROGRAMS), "name": "total", "line": 35},
+            "reader": {"path": "host_replay/replay_kernels.py", "name": reader},  # relative to the finding's file
+            "advance": {"path": "host_replay/replay_kernels.py", "name": "advance"},
+            "total": {"path": str(KERNELS), "name": "total", "line": TOTAL_LINE},
         },
         "arrays": arrays,
         "steps": [
@@ -63,7 +65,8 @@ def verdicts(request, kernel_cache_dir):
         "overwritten_state": plan("square", True),
         "separate_state": plan("square", False),
         "linear_reader": plan("triple", True),
-        "unknown_kernel": plan("square", True, kernels={"reader": {"path": PROGRAMS.name, "name": "no_such_kernel"}}),
+        "unknown_kernel": plan("square", True,
+                               kernels={"reader": {"path": "host_replay/replay_kernels.py", "name": "no_such_kernel"}}),
     }
     findings = {name: finding_for(document) for name, document in cases.items()}
     confirm_findings(list(findings.values()), device=request.param, timeout=300, cache_dir=kernel_cache_dir)

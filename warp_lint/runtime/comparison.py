@@ -146,6 +146,11 @@ class LaunchUnderTest:
     def _launch(self) -> None:
         wp.launch(self.kernel, dim=self.dim, inputs=self.args, device=self.device)
 
+    def _record(self, tape: Any) -> None:
+        """The launch, recorded on ``tape`` (a sequence records only some of its steps)."""
+        with tape:
+            self._launch()
+
     def forward(self, overrides: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Every array's values after one launch, flattened to float64."""
         self.restore(overrides)
@@ -157,8 +162,7 @@ class LaunchUnderTest:
         """``.grad`` of each input after ``tape.backward`` with the given output seeds."""
         self.restore()
         tape = wp.Tape()
-        with tape:
-            self._launch()
+        self._record(tape)
         grads = {}
         for name, seed in seeds.items():
             slot = self.slots[name]

@@ -9,8 +9,8 @@ one launch), and the same sequence with the overwrite removed (the counterfactua
 step writes a fresh buffer, which later steps read instead). *Confirmed* needs the disagreement in
 the original and agreement in the counterfactual, with the same loss values (where the sequence
 overwrites other arrays too, isolation: with the others removed the disagreement stays, and with
-this one removed as well it goes); *cleared* needs
-agreement, a non-zero gradient, and a loss that depends on the values overwritten; anything the replay cannot do is *inconclusive*, pointing to
+this one removed as well it goes); *cleared* needs agreement, a non-zero gradient, and a loss that
+depends on the values overwritten; anything the replay cannot do is *inconclusive*, pointing to
 ``warp-lint trace``, which observes the real run.
 
 Entry points: :func:`replay` (in a process that may import warp and the user's code; returns a
@@ -80,7 +80,14 @@ import numpy as np
 import warp as wp
 
 from warp_lint.runtime import generated, locate
-from warp_lint.runtime.comparison import DEFAULT_TOLERANCES, ArraySlot, compare_launch, float_precision, scalar_type_of
+from warp_lint.runtime.comparison import (
+    DEFAULT_TOLERANCES,
+    ArraySlot,
+    LaunchUnderTest,
+    compare_launch,
+    float_precision,
+    scalar_type_of,
+)
 from warp_lint.runtime.synthesis import Fill, _normalise_rotations
 from warp_lint.runtime.verdicts import Reason, Status
 
@@ -109,10 +116,10 @@ class _Array:
     initial: np.ndarray
 
 
-class SequenceUnderTest:
-    """A launch sequence shaped like :class:`warp_lint.runtime.comparison.LaunchUnderTest` (slots,
-    restore, forward, backward), so the one comparison judges it: a sequence is one function from
-    its arrays' initial values to their final values."""
+class SequenceUnderTest(LaunchUnderTest):
+    """A launch sequence as a :class:`warp_lint.runtime.comparison.LaunchUnderTest` (slots, restore,
+    forward, backward), so the one comparison judges it: a sequence is one function from its
+    arrays' initial values to their final values."""
 
     def __init__(self, arrays: dict[str, _Array], steps: list[dict[str, Any]], kernels: dict[str, Any],
                  device: str):
@@ -126,14 +133,11 @@ class SequenceUnderTest:
                              requires_grad=spec.requires_grad and precision is not None)
             self.slots[name] = ArraySlot(name, position, array, spec.initial.copy(), precision)
 
-    def restore(self, overrides: dict[str, np.ndarray] | None = None) -> None:
-        for slot in self.slots.values():
-            values = slot.snapshot
-            if overrides and slot.name in overrides:
-                values = overrides[slot.name].reshape(slot.snapshot.shape).astype(slot.snapshot.dtype)
-            slot.array.assign(values)
-            if slot.array.grad is not None:
-                slot.array.grad.zero_()
+    def _launch(self) -> None:
+        self._run()
+
+    def _record(self, tape: Any) -> None:
+        self._run(tape)
 
     def _run(self, tape: Any = None) -> None:
         for step in self.steps:
@@ -165,27 +169,6 @@ class SequenceUnderTest:
         else:
             raise ReplayUnsupported(f"unknown step {op!r}")
 
-    def forward(self, overrides: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
-        self.restore(overrides)
-        self._run()
-        wp.synchronize_device(self.device)
-        return {name: slot.array.numpy().astype(np.float64).ravel() for name, slot in self.slots.items()}
-
-    def backward(self, seeds: dict[str, np.ndarray], input_names: list[str]) -> dict[str, np.ndarray]:
-        self.restore()
-        tape = wp.Tape()
-        self._run(tape)
-        grads = {}
-        for name, seed in seeds.items():
-            slot = self.slots[name]
-            grads[slot.array] = wp.array(seed.reshape(slot.snapshot.shape).astype(slot.snapshot.dtype),
-                                         dtype=slot.array.dtype, shape=slot.array.shape, device=self.device)
-        tape.backward(grads=grads)
-        wp.synchronize_device(self.device)
-        result = {name: self.slots[name].array.grad.numpy().astype(np.float64).ravel().copy() for name in input_names}
-        tape.reset()
-        return result
-
 
 def _value(value: Any, t: Any) -> Any:
     if isinstance(value, (list, tuple)):
@@ -193,7 +176,8 @@ def _value(value: Any, t: Any) -> Any:
     return value
 
 
-def _initial(name: str, spec: dict[str, Any], dtype: Any, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+def _initial(name: str, spec: dict[str, Any], dtype: Any, shape: tuple[int, ...],
+             rng: np.random.Generator) -> np.ndarray:
     full = shape + tuple(getattr(dtype, "_shape_", ()))
     scalar = scalar_type_of(dtype)
     np_dtype = {wp.float16: np.float16, wp.float32: np.float32, wp.float64: np.float64}.get(scalar, np.int32)
@@ -218,11 +202,12 @@ def _initial(name: str, spec: dict[str, Any], dtype: Any, shape: tuple[int, ...]
     return values.astype(np_dtype)
 
 
-def _load_kernels(plan: dict[str, Any], base_path: str, module_name: str, cache_dir: str, device: str) -> dict[str, Any]:
+def _load_kernels(plan: dict[str, Any], base_path: str, module_name: str, cache_dir: str,
+                  device: str) -> dict[str, Any]:
     """The plan's kernels, found by location and compiled as copies in one generated module."""
     pieces, found = [], {}
     for key, where in plan["kernels"].items():
-        path = where["path"] if os.path.isabs(where["path"]) else os.path.join(os.path.dirname(base_path), where["path"])
+        path = os.path.join(os.path.dirname(base_path), where["path"])  # an absolute path stays as it is
         if os.path.realpath(path) not in _loaded_files():
             try:
                 locate.import_user_module(path, generated.stable_name("warp_lint_target_replay", path))
@@ -399,8 +384,9 @@ def _replay(plan: dict[str, Any], base_path: str, module_name: str, device: str,
                                      "all_removed_table": clean_result.table(),
                                      "only_this_table": alone_result.table()}
             alone_failing = [p for p in alone_result.pairs if p.status == "fail"]
-            if alone_failing and _explains(alone_failing, clean_result) and \
-                    _same(clean.forward()[clean_loss], before[loss]) and _same(alone.forward()[alone_loss], before[loss]):
+            same_losses = _same(clean.forward()[clean_loss], before[loss]) and \
+                _same(alone.forward()[alone_loss], before[loss])
+            if alone_failing and _explains(alone_failing, clean_result) and same_losses:
                 worst = max(alone_failing, key=lambda p: p.max_abs_error)
                 return _verdict(Status.CONFIRMED, Reason.GRADIENT_MISMATCH, (
                     f"{detail}. The sequence overwrites {len(others)} more array(s) "
@@ -409,7 +395,7 @@ def _replay(plan: dict[str, Any], base_path: str, module_name: str, device: str,
                     f"{worst.fd_at_worst:.6g}), and with {_step_name(plan, overwrite)} writing one too it is right"),
                     evidence)
             passing = all(q.status == "pass" for q in alone_result.pairs + clean_result.pairs)
-            if passing and not all(q.fd_identically_zero for q in alone_result.pairs):
+            if passing and same_losses and not all(q.fd_identically_zero for q in alone_result.pairs):
                 return _verdict(Status.CLEARED, Reason.GRADIENT_MATCHES, (
                     f"{detail}, but not because of this overwrite: with the sequence's other overwrites "
                     f"({', '.join(_step_name(plan, o) for o in others)}) writing fresh buffers, the gradient "
