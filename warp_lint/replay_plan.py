@@ -261,6 +261,9 @@ class _Builder:
                 args[param.name] = {"array": name}
                 if dims is not None and len(dims) == spec["ndim"]:
                     self.sized.setdefault(name, []).append(dims)
+            elif param.dtype in ("warp.uint64", "uint64"):
+                raise Unplannable(f"`{launch.kernel_code}`'s parameter `{param.name}` is a uint64 (a mesh, volume or "
+                                  "BVH id: a made-up one crashes the process)")
             elif param.kind in ("scalar", "composite"):
                 args[param.name] = {"value": self._scalar(launch, param, values.get(position))}
             else:
