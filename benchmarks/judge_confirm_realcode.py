@@ -140,11 +140,21 @@ CHECK = textwrap.dedent('''
             else:
                 args.append(float(floats((1,), wp.float32, mode)[0]))
         if singular == "sqrt-zero":
-            # Coincident points: every vector array equal to the first of its type.
+            # Coincident points: every vector array equal to the first of its type, and each one's
+            # elements all equal (a collapsed element); a vector a @wp.func takes, or one passed by
+            # value, is the zero vector (a point on the axis).
             vectors = [a for a in args if isinstance(a, wp.array) and hasattr(a.dtype, "_shape_")]
             for a in vectors[1:]:
                 if a.dtype == vectors[0].dtype and a.shape == vectors[0].shape:
                     a.assign(vectors[0].numpy())
+            for a in vectors:
+                values = a.numpy().copy()
+                flat = values.reshape((-1,) + values.shape[a.ndim:])
+                flat[:] = 0.0 if kind == "func" else flat[0]
+                a.assign(flat.reshape(values.shape))
+            for position, a in enumerate(args):
+                if not isinstance(a, wp.array) and hasattr(type(a), "_shape_"):
+                    args[position] = type(a)(*([0.0] * int(np.prod(type(a)._shape_))))
         if singular == "unselected-nonfinite":
             for a in args:
                 if isinstance(a, wp.array) and a.dtype in (wp.float32, wp.float64):
