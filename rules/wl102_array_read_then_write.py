@@ -59,13 +59,16 @@ class ArrayReadThenWrite(Rule):
     for FD 3.41) and `p = particles[i]; particles[i].vel = wp.cw_mul(p.vel, f[i])` too.
 
     ## Confirmation
-    gradcheck (the in-place array is restored from a snapshot before every evaluation), with
-    Warp's overwrite tracking as supporting evidence.
+    gradcheck (the in-place array is restored from a snapshot before every evaluation); a
+    disagreement is confirmed when it vanishes with the store redirected to a separate array.
+    Warp's overwrite tracking runs as a step of its own, as supporting evidence, only when the
+    gradcheck does not decide.
     """
 
     code = "WL102"
     name = "array-read-then-write"
     runtime_strategy = ("gradcheck", "overwrite-tracking")
+    safe_form = "redirect-write"
 
     VALID = [
         Example("""

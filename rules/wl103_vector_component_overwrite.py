@@ -54,13 +54,15 @@ class VectorComponentOverwrite(Rule):
     `wp.spatial_vector()` whose slots are set in the two arms of an `if` in an unrolled loop is right.
 
     ## Confirmation
-    gradcheck.
+    gradcheck; confirmed when rebuilding the component write as a new value removes the
+    disagreement.
     """
 
     code = "WL103"
     name = "vector-component-overwrite"
     affected_versions = ">=1.7"
     runtime_strategy = ("gradcheck",)
+    safe_form = "rebuild-component"
 
     VALID = [
         Example("""

@@ -55,12 +55,14 @@ class DynamicLoopMutation(Rule):
     a `wp.hash_grid_query_next(q, index)` loop (the query call sets `index` each pass).
 
     ## Confirmation
-    gradcheck.
+    gradcheck; confirmed when unrolling the dynamic loops around the statement removes the
+    disagreement.
     """
 
     code = "WL104"
     name = "dynamic-loop-mutation"
     runtime_strategy = ("gradcheck",)
+    safe_form = "static-enclosing-loops"
 
     VALID = [
         # A local assigned an integer literal once is a constant to Warp: this loop is unrolled.

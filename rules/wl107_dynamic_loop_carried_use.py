@@ -46,12 +46,14 @@ class DynamicLoopCarriedUse(Rule):
     `continue`, `<1.17`.
 
     ## Confirmation
-    gradcheck (a wrong gradient is usually `inf`/`NaN`).
+    gradcheck (a wrong gradient is usually `inf`/`NaN`); confirmed when unrolling the dynamic loops
+    that feed the use removes the disagreement.
     """
 
     code = "WL107"
     name = "dynamic-loop-carried-use"
     runtime_strategy = ("gradcheck",)
+    safe_form = "static-feeding-loops"
 
     VALID = [
         Example("""

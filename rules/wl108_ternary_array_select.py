@@ -34,13 +34,15 @@ class TernaryArraySelect(Rule):
     `>=1.7,<1.17`. Measured zero gradient on 1.12.1 through 1.16.0, correct on 1.17.0 and 1.19.0.
 
     ## Confirmation
-    gradcheck, when the inputs make the bare branch the one taken.
+    gradcheck, when the inputs make the bare branch the one taken; confirmed when turning the
+    conditional expression into an `if`/`else` block removes the disagreement.
     """
 
     code = "WL108"
     name = "ternary-array-select"
     affected_versions = ">=1.7,<1.17"
     runtime_strategy = ("gradcheck",)
+    safe_form = "select-branch"
 
     VALID = [
         Example("""

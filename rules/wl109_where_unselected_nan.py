@@ -40,13 +40,16 @@ class WhereUnselectedNan(Rule):
     All versions (measured on 1.12.1 through 1.19.0).
 
     ## Confirmation
-    gradcheck, and a check that the gradients are finite; value-dependent, so "cleared" only
-    means the inputs tried did not overflow.
+    gradcheck at inputs where the operand `wp.where` does not select overflows (the checker drives
+    it there: equal values, zeros, large magnitudes); confirmed when turning the selection into an
+    `if`/`else` block removes the disagreement. Never cleared before that point was reached.
     """
 
     code = "WL109"
     name = "where-unselected-nan"
     runtime_strategy = ("gradcheck",)
+    safe_form = "select-branch"
+    singular = "unselected-nonfinite"
 
     VALID = [
         Example("""

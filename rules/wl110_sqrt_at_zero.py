@@ -40,13 +40,16 @@ class SqrtAtZero(Rule):
     All versions (measured on 1.12.1 through 1.19.0).
 
     ## Confirmation
-    gradcheck, and a check that the gradients are finite; value-dependent, so "cleared" only
-    means the inputs tried had no zero-length difference.
+    gradcheck at inputs where the square root's argument is exactly zero (the checker drives it
+    there: coincident points, zeros); confirmed when guarding the square root at zero removes the
+    disagreement. Never cleared before that point was reached.
     """
 
     code = "WL110"
     name = "sqrt-at-zero"
     runtime_strategy = ("gradcheck",)
+    safe_form = "guarded-sqrt"
+    singular = "sqrt-zero"
 
     VALID = [
         Example("""

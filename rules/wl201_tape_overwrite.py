@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from warp_lint.host import ArrayRef, HostEvent, HostScope, TapeRegion
 from warp_lint.project_context import ProjectContext
+from warp_lint.replay_plan import host_confirmation_data
 from warp_lint.rule import Example, Rule
 
 
@@ -54,13 +55,17 @@ class TapeOverwrite(Rule):
     [20, 20, 20], and no warning even with `verify_autograd_array_access` on.
 
     ## Confirmation
-    overwrite-tracking: the runtime checker runs the host code with
-    `wp.config.verify_autograd_array_access = True` and looks for Warp's warning on this array.
+    replay: `check --confirm` replays the recorded launch sequence (the kernels the tape block
+    launches, in order, with synthesized arrays of the sizes the program allocates where it writes
+    them as literals): confirmed when the tape's gradient disagrees with finite differences of the
+    whole sequence and the same sequence with the overwrite writing a fresh buffer agrees. Where
+    the sequence cannot be replayed the verdict says why; `warp-lint trace -- COMMAND` observes the
+    real run (Warp's overwrite tracking and the writes it misses).
     """
 
     code = "WL201"
     name = "tape-overwrite"
-    runtime_strategy = ("overwrite-tracking",)
+    runtime_strategy = ("replay",)
     level = "project"
 
     VALID = [
@@ -360,14 +365,14 @@ class TapeOverwrite(Rule):
             for write in event.writes:
                 read = reads.get(write.key)
                 if read is not None and not read[0].exclusive_with(event):
-                    self._report(context, event, write, read, region, reported, "")
+                    self._report(context, scope, event, write, read, region, reported, "")
             launch = event.launch
             if launch is None or not launch.recorded or not self._same_tape(event.region, region):
                 continue
             written = {w.key: w for w in event.writes}
             for read in event.reads:
                 if read.key in written and written[read.key].param != read.param:
-                    self._report(context, event, written[read.key], (event, read), region, reported, "same")
+                    self._report(context, scope, event, written[read.key], (event, read), region, reported, "same")
                 if launch.needs_value(read):
                     reads.setdefault(read.key, (event, read))
 
@@ -387,7 +392,7 @@ class TapeOverwrite(Rule):
                             continue
                         read = next((r for r in later.reads if r.key == write.key and launch.needs_value(r)), None)
                         if read is not None:
-                            self._report(context, event, write, (later, read), region, reported, "loop")
+                            self._report(context, scope, event, write, (later, read), region, reported, "loop")
                             break
 
     @staticmethod
@@ -395,8 +400,8 @@ class TapeOverwrite(Rule):
         return event_region is region or (bool(region.key) and event_region is not None and
                                           event_region.key == region.key)
 
-    def _report(self, context, event: HostEvent, write: ArrayRef, read: tuple[HostEvent, ArrayRef],
-                region: TapeRegion, reported, how: str) -> None:
+    def _report(self, context, scope: HostScope, event: HostEvent, write: ArrayRef,
+                read: tuple[HostEvent, ArrayRef], region: TapeRegion, reported, how: str) -> None:
         marker = (event.location, write.key)
         if marker in reported:
             return
@@ -424,6 +429,7 @@ class TapeOverwrite(Rule):
             data = dict(writer_kernel.runtime)  # Warp's tracker names the writing kernel
         data.update({"array": write.code, "reader": reader_kernel, "read_line": reader.location.line,
                      "read_path": reader.location.path, "host": True})
+        data.update(host_confirmation_data(context, scope, region, event, write.key))
         related = [(f"`{reader_kernel}` reads `{read_ref.code}` here", reader.location)] if how != "same" else []
         context.report(self, event, message, data=data, related=related)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 from warp_lint.host import ArrayRef, HostEvent, HostScope, TapeRegion
 from warp_lint.rule import Example, Rule
 from warp_lint.project_context import ProjectContext
+from warp_lint.replay_plan import host_confirmation_data
 
 
 class MutationBeforeBackward(Rule):
@@ -36,11 +37,15 @@ class MutationBeforeBackward(Rule):
     [4, 8, 12]), no warning. Older versions not measured.
 
     ## Confirmation
-    None at run time: read from the host code.
+    replay: `check --confirm` replays the tape block's launches and then the write, with
+    synthesized arrays, and compares the tape's gradient with finite differences of the whole
+    sequence, and with the write moved to a fresh buffer (see WL201). Where the sequence cannot
+    be replayed the verdict says why and points to `warp-lint trace -- COMMAND`.
     """
 
     code = "WL211"
     name = "mutation-before-backward"
+    runtime_strategy = ("replay",)
     level = "project"
 
     VALID = [
@@ -170,11 +175,12 @@ class MutationBeforeBackward(Rule):
                 if reader.exclusive_with(event) or event.exclusive_with(backward):
                     continue
                 reported.add(event.location)
-                self._report(context, event, ref, reader, backward)
+                self._report(context, event, ref, reader, backward,
+                             host_confirmation_data(context, scope, region, event, ref.key, end=event.order))
                 break
 
     def _report(self, context: ProjectContext, event: HostEvent, ref: ArrayRef, reader: HostEvent,
-                backward: HostEvent) -> None:
+                backward: HostEvent, confirmation: dict) -> None:
         if event.launch is not None:
             what = f"kernel `{event.launch.kernel_code}`"
         elif event.kind == "method":
@@ -187,7 +193,7 @@ class MutationBeforeBackward(Rule):
             f" `{reader.launch.kernel_code}` read it ({context.where(reader.location, event.location)}), and before"
             f" `{tape}.backward()` ({context.where(backward.location, event.location)}): the backward pass replays"
             f" that read with the new values, so the gradients are wrong, without an error; call `backward()` first"
-            f" or write into another array"), data={"array": ref.code},
+            f" or write into another array"), data={"array": ref.code, "host": True, **confirmation},
             related=[(f"`{reader.launch.kernel_code}` reads `{ref.code}` here", reader.location),
                      (f"`{tape}.backward()` replays it here", backward.location)])
 

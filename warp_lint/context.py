@@ -177,6 +177,11 @@ class FileContext:
             if report.rule.runtime_strategy:
                 data.setdefault("strategy", list(report.rule.runtime_strategy))
                 data.setdefault("flagged_lines", [start.line, end.line])
+                if report.rule.safe_form:
+                    data.setdefault("safe_form", report.rule.safe_form)
+                if report.rule.singular:
+                    data.setdefault("singular", report.rule.singular)
+                    data.setdefault("value_dependent", True)
             results.append(Finding(
                 code=report.rule.code, name=report.rule.name, message=message, path=self.path, start=start,
                 end=end, severity=report.rule.severity, fix=fix, affected_versions=report.affected_versions,

@@ -152,6 +152,7 @@ class Allocation:
     inherits_from: ArrayRef | None  # *_like / clone: the source whose flag is inherited
     dtype: str  # the dtype keyword's code ("" when absent)
     retain_grad: bool = False  # retain_grad=True was written
+    shape: object = None  # the shape argument's literal value (an int or a tuple), when it is one
 
     @property
     def integer(self) -> bool:
@@ -237,6 +238,9 @@ class Launch:
     struct_refs: list[ArrayRef] = dataclasses.field(default_factory=list)
     symbol: Symbol | None = None  # the kernel's definition in the project index
     record_tape: bool | None = True  # the `record_tape=` argument (None: not a literal)
+    # literal values, where the recording knows them (written there, or a caller's or a default's):
+    dim_literal: object = None  # `dim=`
+    argument_literals: dict[int, object] = dataclasses.field(default_factory=dict)  # position in inputs + outputs
 
     @property
     def recorded(self) -> bool:

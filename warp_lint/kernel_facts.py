@@ -22,6 +22,7 @@ class ParamFacts:
     kind: str  # array | scalar | composite | struct | generic | unknown
     dtype: str | None
     differentiable: bool
+    ndim: int = 0  # arrays: their number of dimensions
 
     @property
     def is_array(self) -> bool:
@@ -48,7 +49,8 @@ class KernelFacts:
 
 
 def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) -> KernelFacts:
-    params = tuple(ParamFacts(p.name, p.type.kind, p.type.dtype, p.type.differentiable) for p in function.params)
+    params = tuple(ParamFacts(p.name, p.type.kind, p.type.dtype, p.type.differentiable, p.type.ndim)
+                   for p in function.params)
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}

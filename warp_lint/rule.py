@@ -34,7 +34,14 @@ class Rule:
     code: ClassVar[str]
     name: ClassVar[str]
     affected_versions: ClassVar[str] = ""  # "" means every Warp version
-    runtime_strategy: ClassVar[tuple[str, ...]] = ()  # "gradcheck", "overwrite-tracking"
+    runtime_strategy: ClassVar[tuple[str, ...]] = ()  # "gradcheck", "overwrite-tracking", "replay"
+    # How the runtime checker rewrites the flagged statement into its safe form, the counterfactual
+    # a disagreement must vanish in before a finding is confirmed (a name in
+    # warp_lint.runtime.rewrite.SAFE_FORMS); None: findings can be cleared, never confirmed.
+    safe_form: ClassVar[str | None] = None
+    # Value-dependent rules: the singular point the checker drives the guarded operand to
+    # ("sqrt-zero", "unselected-nonfinite"); a finding is only cleared once it was reached.
+    singular: ClassVar[str | None] = None
     severity: ClassVar[str] = "error"
     # "file": a kernel rule, run on one file's kernel model (``FileContext``); "project": a host
     # rule, run once per run on the project model's recordings (``ProjectContext``).
@@ -81,6 +88,8 @@ class Rule:
             f"- Affected Warp versions: `{cls.affected_versions or 'all'}`",
             f"- Fixable: {'yes' if cls.fixable() else 'no'}",
             f"- Runtime confirmation: {', '.join(cls.runtime_strategy) or 'none'}",
+            *([f"- Safe form (the counterfactual of a confirmation): `{cls.safe_form}`"] if cls.safe_form else []),
+            *([f"- Value-dependent: confirmed or cleared at inputs where {cls.singular}"] if cls.singular else []),
         ]
         parts += ["## Facts", *facts, ""]
         return "\n".join(parts)

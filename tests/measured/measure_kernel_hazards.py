@@ -606,17 +606,19 @@ def _load(name: str, source: str, directory: str):
     return module
 
 
-def _array(wp, values, requires_grad=False, dtype=None):
+def _array(wp, values, device, requires_grad=False, dtype=None):
+    # Every allocation names the launch device: the default device is cuda:0 on a machine with a
+    # GPU, and a cuda array passed to a cpu launch crashes the process.
     if dtype is not None:  # a struct: one row of float32 fields per element
         rows = np.asarray(values, dtype=np.float32)
         return wp.array(np.frombuffer(rows.tobytes(), dtype=dtype.numpy_dtype()), dtype=dtype,
-                        requires_grad=requires_grad)
+                        requires_grad=requires_grad, device=device)
     values = np.asarray(values)
     if values.dtype.kind in "iu":
-        return wp.array(values.astype(np.int32), dtype=wp.int32)
+        return wp.array(values.astype(np.int32), dtype=wp.int32, device=device)
     values = values.astype(np.float32)
     dtype = wp.vec3 if values.ndim == 2 and values.shape[1] == 3 else wp.float32
-    return wp.array(values, dtype=dtype, requires_grad=requires_grad)
+    return wp.array(values, dtype=dtype, requires_grad=requires_grad, device=device)
 
 
 def _flat(values: np.ndarray) -> np.ndarray:
@@ -631,7 +633,7 @@ def _loss_size(kind: str, value, struct) -> int:
     return np.asarray(value, dtype=np.float32).size
 
 
-def measure(name: str, case: dict, directory: str) -> dict:
+def measure(name: str, case: dict, directory: str, device: str = "cpu") -> dict:
     import warp as wp
 
     result = {"case": name, "warp": wp.__version__}
@@ -648,21 +650,22 @@ def measure(name: str, case: dict, directory: str) -> dict:
             args, arrays = [], {}
             for k, (kind, value) in enumerate(params):
                 if kind in ("in", "inout"):
-                    arrays[k] = _array(wp, values[k], tape is not None, structs.get(k))
+                    arrays[k] = _array(wp, values[k], device, tape is not None, structs.get(k))
                 elif kind == "out":
-                    arrays[k] = wp.zeros(value, dtype=structs.get(k, wp.float32), requires_grad=tape is not None)
+                    arrays[k] = wp.zeros(value, dtype=structs.get(k, wp.float32), requires_grad=tape is not None,
+                                         device=device)
                 elif kind == "const":
-                    arrays[k] = _array(wp, value)
+                    arrays[k] = _array(wp, value, device)
                 if kind == "scalar":
                     args.append(value)
                 else:
                     args.append(arrays[k])
             if tape is None:
-                wp.launch(module.kernel, dim=case["dim"], inputs=args, device="cpu")
+                wp.launch(module.kernel, dim=case["dim"], inputs=args, device=device)
             else:
                 with tape:
-                    wp.launch(module.kernel, dim=case["dim"], inputs=args, device="cpu")
-            wp.synchronize()
+                    wp.launch(module.kernel, dim=case["dim"], inputs=args, device=device)
+            wp.synchronize_device(device)
             return arrays
 
         def loss(values) -> float:
@@ -671,8 +674,8 @@ def measure(name: str, case: dict, directory: str) -> dict:
 
         def seed(k, array):  # the loss weights as the array's own dtype: d loss / d (final values)
             if k in structs:
-                return _array(wp, weights[k].reshape(len(array), -1), dtype=structs[k])
-            return wp.array(weights[k].reshape(array.numpy().shape), dtype=array.dtype)
+                return _array(wp, weights[k].reshape(len(array), -1), device, dtype=structs[k])
+            return wp.array(weights[k].reshape(array.numpy().shape), dtype=array.dtype, device=device)
 
         tape = wp.Tape()
         arrays = launch(inputs, tape)

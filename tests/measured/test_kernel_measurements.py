@@ -14,6 +14,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from warp_devices import DEVICES
 
 from warp_lint.testing import lint_code
 
@@ -84,10 +85,11 @@ def warp_version():
     return wp.config.version
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_installed_warp_matches_the_rules_version_claim(case, warp_version, tmp_path):
+def test_installed_warp_matches_the_rules_version_claim(case, device, warp_version, tmp_path):
     code, hazard = CASES[case]
-    result = harness.measure(case, harness.CASES[case], str(tmp_path))
+    result = harness.measure(case, harness.CASES[case], str(tmp_path), device=device)
     assert result["verdict"] != "error", result
     source = harness.HEADER + textwrap.dedent(harness.CASES[case]["source"])
     affected = bool(lint_code(source, select=[code], target=f"=={warp_version}"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pathlib
 
 from warp_lint.finding import Finding, Position
+from warp_lint.registry import all_rules
 
 FIXTURES = pathlib.Path(__file__).parent / "fixtures"
 
@@ -34,6 +35,7 @@ def make_finding(
 ) -> Finding:
     """A finding as the static engine would emit it for the statement marked ``# flag: MARKER``."""
     line = flagged_line(path, marker or kernel)
+    rule = all_rules()[code]
     return Finding(
         code=code,
         name=code.lower(),
@@ -50,5 +52,8 @@ def make_finding(
             "writes": writes,
             "index_params": index_params or [],
             "flagged_lines": [line, line],
+            "safe_form": rule.safe_form,
+            "singular": rule.singular,
+            "value_dependent": rule.singular is not None,
         },
     )

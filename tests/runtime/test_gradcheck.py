@@ -4,20 +4,23 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from warp_devices import DEVICES
 
 from warp_lint.runtime import gradcheck
 
 N = 6
 
 
-def _array(wp, values, dtype=None):
-    return wp.array(np.asarray(values, dtype=np.float32), dtype=dtype or wp.float32, requires_grad=True)
+def _array(wp, values, device, dtype=None):
+    # Allocated on the launch device: the default device is cuda:0 on a machine with a GPU.
+    return wp.array(np.asarray(values, dtype=np.float32), dtype=dtype or wp.float32, requires_grad=True, device=device)
 
 
-def test_correct_kernel_passes_and_prints_the_criterion(warp_in_process, api_kernels):
+@pytest.mark.parametrize("device", DEVICES)
+def test_correct_kernel_passes_and_prints_the_criterion(warp_in_process, api_kernels, device):
     wp = warp_in_process
-    x = _array(wp, np.linspace(0.5, 1.5, N))
-    y = wp.zeros(N, dtype=float, requires_grad=True)
+    x = _array(wp, np.linspace(0.5, 1.5, N), device)
+    y = wp.zeros(N, dtype=float, requires_grad=True, device=device)
     result = gradcheck(api_kernels.smooth, N, [x], [y])
     assert result.passed and bool(result)
     assert [(p.input, p.output, p.status) for p in result.pairs] == [("x", "y", "pass")]
@@ -26,11 +29,12 @@ def test_correct_kernel_passes_and_prints_the_criterion(warp_in_process, api_ker
     assert "|AD - FD| <= atol + rtol * |FD|" in table and "atol=0.001" in table and "rtol=0.01" in table
 
 
-def test_in_place_kernel_fails_and_raises_with_the_table(warp_in_process, api_kernels):
+@pytest.mark.parametrize("device", DEVICES)
+def test_in_place_kernel_fails_and_raises_with_the_table(warp_in_process, api_kernels, device):
     wp = warp_in_process
     from warp_lint.runtime import GradcheckError
 
-    a = _array(wp, np.linspace(0.5, 1.5, N))
+    a = _array(wp, np.linspace(0.5, 1.5, N), device)
     with pytest.raises(GradcheckError) as raised:
         gradcheck(api_kernels.square_in_place, N, [a])
     message = str(raised.value)
@@ -44,9 +48,10 @@ def test_in_place_kernel_fails_and_raises_with_the_table(warp_in_process, api_ke
     assert "in place" in " ".join(result.notes)
 
 
-def test_callers_arrays_and_grads_are_untouched(warp_in_process, api_kernels):
+@pytest.mark.parametrize("device", DEVICES)
+def test_callers_arrays_and_grads_are_untouched(warp_in_process, api_kernels, device):
     wp = warp_in_process
-    a = _array(wp, np.linspace(0.5, 1.5, N))
+    a = _array(wp, np.linspace(0.5, 1.5, N), device)
     a.grad.fill_(7.0)
     before = a.numpy().copy()
     gradcheck(api_kernels.square_in_place, N, [a], raise_exception=False)
@@ -54,31 +59,34 @@ def test_callers_arrays_and_grads_are_untouched(warp_in_process, api_kernels):
     assert np.all(a.grad.numpy() == 7.0)
 
 
-def test_fast_mode_checks_every_pair_directionally(warp_in_process, api_kernels):
+@pytest.mark.parametrize("device", DEVICES)
+def test_fast_mode_checks_every_pair_directionally(warp_in_process, api_kernels, device):
     wp = warp_in_process
     rng = np.random.default_rng(1)
-    v = wp.array(rng.uniform(0.5, 1.5, (N, 3)).astype(np.float32), dtype=wp.vec3, requires_grad=True)
-    s = _array(wp, rng.uniform(0.5, 1.5, N))
-    out = wp.zeros(N, dtype=wp.vec3, requires_grad=True)
+    v = wp.array(rng.uniform(0.5, 1.5, (N, 3)).astype(np.float32), dtype=wp.vec3, requires_grad=True, device=device)
+    s = _array(wp, rng.uniform(0.5, 1.5, N), device)
+    out = wp.zeros(N, dtype=wp.vec3, requires_grad=True, device=device)
     result = gradcheck(api_kernels.scale_vectors, N, [v, s], [out], fast_mode=True)
     assert result.passed
     assert [(p.input, p.output) for p in result.pairs] == [("v", "out"), ("s", "out")]
     assert not any(p.jacobian_checked for p in result.pairs)
 
 
-def test_float64_uses_float64_tolerances_and_nondeterminism_is_measured(warp_in_process, api_kernels):
+@pytest.mark.parametrize("device", DEVICES)
+def test_float64_uses_float64_tolerances_and_nondeterminism_is_measured(warp_in_process, api_kernels, device):
     wp = warp_in_process
-    x = wp.array(np.linspace(0.5, 1.5, N), dtype=wp.float64, requires_grad=True)
-    y = wp.zeros(N, dtype=wp.float64, requires_grad=True)
+    x = wp.array(np.linspace(0.5, 1.5, N), dtype=wp.float64, requires_grad=True, device=device)
+    y = wp.zeros(N, dtype=wp.float64, requires_grad=True, device=device)
     result = gradcheck(api_kernels.smooth64, N, [x], [y])
     assert result.precision == "float64" and result.tolerances.rtol == 1e-5
     assert result.pairs[0].max_rel_error < 1e-6
     assert result.pairs[0].nondeterminism == 0.0
 
 
-def test_tolerances_can_be_tightened_until_fd_noise_fails(warp_in_process, api_kernels):
+@pytest.mark.parametrize("device", DEVICES)
+def test_tolerances_can_be_tightened_until_fd_noise_fails(warp_in_process, api_kernels, device):
     wp = warp_in_process
-    x = _array(wp, np.linspace(0.5, 1.5, N))
-    y = wp.zeros(N, dtype=float, requires_grad=True)
+    x = _array(wp, np.linspace(0.5, 1.5, N), device)
+    y = wp.zeros(N, dtype=float, requires_grad=True, device=device)
     result = gradcheck(api_kernels.smooth, N, [x], [y], atol=0.0, rtol=1e-9, raise_exception=False)
     assert not result.passed

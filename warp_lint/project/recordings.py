@@ -143,6 +143,8 @@ class Recorder:
         for param in function.params:
             frame.names[param.name] = param.name
             self._annotate(info, function, param.name, param.name, param.annotation)
+            if param.default is not NOT_LITERAL:  # `def run(n=16)` run on its own: n is 16
+                frame.literals[param.name] = param.default
         if owner is not None and function.params:
             receiver = function.params[0].name
             self.types[receiver] = owner
@@ -386,8 +388,12 @@ class Recorder:
         if dtype is None and function in ("warp.zeros", "warp.empty", "warp.ones"):
             dtype = call.argument(1, "dtype")
         retain = call.argument(None, "retain_grad")
+        shape = None
+        if function in ("warp.zeros", "warp.empty", "warp.ones", "warp.full"):
+            literal = self.literal(frame, call.argument(0, "shape"))
+            shape = literal if _is_shape(literal) else None
         return Allocation(function, requires_grad, flag is not None, source, dtype.code if dtype is not None else "",
-                          retain_grad=retain is not None and retain.literal is True)
+                          retain_grad=retain is not None and retain.literal is True, shape=shape)
 
     def visit_with(self, frame: Frame, op: WithOp) -> None:
         opened: list[TapeRegion] = []
@@ -503,6 +509,9 @@ class Recorder:
             literal = self.literal(frame, value)
             if literal is not NOT_LITERAL:
                 callee.literals[name] = literal
+        for param in function.params:  # not passed: the default's literal
+            if param.name not in passed and param.default is not NOT_LITERAL:
+                callee.literals[param.name] = param.default
         for param in function.params:
             result = bound.get(param.name)
             key = result.key if result is not None and result.key else f"{param.name}@{self.order}"
@@ -604,6 +613,14 @@ class Recorder:
                         dim.code if dim is not None else None, [c for c, _ in inputs], [c for c, _ in outputs],
                         keywords, refs, len(inputs), symbol=symbol if facts is not None else None,
                         record_tape=record if isinstance(record, bool) else None)
+        literal = self.literal(frame, dim)
+        launch.dim_literal = literal if literal is not NOT_LITERAL else None
+        displayed = _displayed(keywords.get("inputs")) + _displayed(keywords.get("outputs"))
+        if len(displayed) == len(inputs) + len(outputs):
+            for position, element in enumerate(displayed):
+                literal = self.literal(frame, element)
+                if literal is not NOT_LITERAL:
+                    launch.argument_literals[position] = literal
         if facts is not None and facts.struct_effects:
             for ref in refs:
                 for field in sorted(f for f in facts.struct_effects if f.split(".", 1)[0] == ref.param):
@@ -615,6 +632,13 @@ class Recorder:
         event.writes = tuple(launch.writes())
         self.launches.append(launch)
         self.launch_symbols.append((symbol, event))
+
+
+def _is_shape(value: object) -> bool:
+    """An int, or a tuple or list of ints: an allocation's literal shape."""
+    if isinstance(value, (tuple, list)):
+        return bool(value) and all(type(n) is int for n in value)
+    return type(value) is int
 
 
 def _displayed(value: Value | None) -> list[Value]:

@@ -190,6 +190,7 @@ class Param:
     annotation: str  # its code ("" when absent)
     kind: str  # positional | vararg | keyword_only | varkw
     has_default: bool
+    default: Any = NOT_LITERAL  # the default's literal value, when it has one
 
 
 @dataclasses.dataclass
@@ -625,14 +626,17 @@ class _Builder:
         params = []
         positional = [*arguments.posonlyargs, *arguments.args]
         defaults = len(arguments.defaults)
+        first_default = len(positional) - defaults
         for index, argument in enumerate(positional):
+            default = _literal(arguments.defaults[index - first_default]) if index >= first_default else NOT_LITERAL
             params.append(Param(argument.arg, self.code(argument.annotation) if argument.annotation else "",
-                                "positional", index >= len(positional) - defaults))
+                                "positional", index >= first_default, default))
         if arguments.vararg is not None:
             params.append(Param(arguments.vararg.arg, "", "vararg", True))
         for argument, default in zip(arguments.kwonlyargs, arguments.kw_defaults):
             params.append(Param(argument.arg, self.code(argument.annotation) if argument.annotation else "",
-                                "keyword_only", default is not None))
+                                "keyword_only", default is not None,
+                                _literal(default) if default is not None else NOT_LITERAL))
         if arguments.kwarg is not None:
             params.append(Param(arguments.kwarg.arg, "", "varkw", True))
         return tuple(params)

@@ -10,7 +10,6 @@ between, the parent knows which finding killed it and restarts a child for the r
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import os
@@ -52,20 +51,6 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def import_user_module(path: str, module_name: str) -> Any:
-    """Import a file by path under a unique module name (never ``__main__``: its guard stays off)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if directory not in sys.path:
-        sys.path.insert(0, directory)  # sibling imports work as when the user runs the file
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def warp_settings(wp: Any) -> dict[str, Any]:
     """The configuration flags that change gradients or their diagnosis, as this process has them."""
     config = wp.config
@@ -84,14 +69,13 @@ def main(argv: list[str]) -> int:
 
     import warp as wp
 
-    # Before wp.init(): warp-lint's own kernel cache, never the user's.
+    # Before wp.init(): warp-lint's own kernel cache, never the user's. Overwrite tracking stays
+    # off (with it on, Warp rebuilds every module it loads): the experiments run it themselves, as
+    # code generation only, where it adds evidence.
     wp.config.kernel_cache_dir = request["cache_dir"]
     wp.config.quiet = True
-    tracking = any("overwrite-tracking" in f["strategies"] for f in request["findings"])
-    if tracking and hasattr(wp.config, "verify_autograd_array_access"):
-        # Must be on before the module loads: switched on later, Warp emits nothing.
-        wp.config.verify_autograd_array_access = True
 
+    from warp_lint.runtime.locate import import_user_module
     from warp_lint.runtime.tracking import MessageCapture
 
     capture = MessageCapture()
@@ -100,14 +84,14 @@ def main(argv: list[str]) -> int:
 
     started = time.perf_counter()
     try:
-        module = import_user_module(request["path"], request["module_name"])
+        module, imported_as = import_user_module(request["path"], request["module_name"])
     except BaseException as error:  # noqa: BLE001 - SystemExit and anything else the user's code raises
         results.write({"event": "import-failed", "detail": _describe_exception(error)})
         return 0
     import_seconds = time.perf_counter() - started
 
     device = request.get("device") or ("cuda:0" if wp.get_cuda_device_count() > 0 else "cpu")
-    results.write({"event": "imported", "seconds": import_seconds, "device": device})
+    results.write({"event": "imported", "seconds": import_seconds, "device": device, "how": imported_as})
 
     from warp_lint.runtime.experiments import FileSession
 
@@ -117,14 +101,21 @@ def main(argv: list[str]) -> int:
         request,
         device=device,
         capture=capture,
-        tracking=tracking,
+        imported_as=imported_as,
         report=lambda phase: results.write({"event": "phase", "id": current["id"], "phase": phase}),
     )
     for finding in request["findings"]:
         current["id"] = finding["id"]
         results.write({"event": "start", "id": finding["id"]})
         try:
-            confirmation = session.confirm(finding)
+            if finding.get("replay_plan"):
+                from warp_lint.runtime.replay import replay
+
+                confirmation = replay(finding["replay_plan"], base_path=request["path"],
+                                      module_name=request["module_name"], device=device,
+                                      cache_dir=request["cache_dir"], seed=int(request.get("seed", 0)))
+            else:
+                confirmation = session.confirm(finding)
         except BaseException as error:  # noqa: BLE001 - a verdict, never a dead child, for Python errors
             confirmation = {
                 "status": "inconclusive",

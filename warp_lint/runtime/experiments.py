@@ -1,24 +1,43 @@
 """The experiments that decide findings, run inside the child process (imports warp).
 
-For each finding: take the flagged kernel from the imported module (or wrap the flagged
-``@wp.func`` in a kernel), synthesize small inputs from its real argument types, measure with a
-coverage copy that the flagged statement runs (widening the inputs towards the literals the
-kernel compares against when it does not), then compare AD with finite differences on several
-random draws (:mod:`warp_lint.runtime.comparison`, shared with the public ``gradcheck``).
+One experiment per finding. For each, :class:`FileSession` finds the flagged kernel (or wraps the
+flagged ``@wp.func`` in a kernel) among what the user's module defined, builds warp-lint's copies
+of it (:mod:`warp_lint.runtime.generated`), and then:
+
+1. **inputs**: draws arguments from the kernel's real types (:mod:`warp_lint.runtime.synthesis`)
+   until the forward pass is finite, the flagged statement runs (an instrumented copy counts it)
+   and, for a value-dependent rule, its guarded operand reaches the singular point;
+2. **determinism**: runs the forward twice; results further apart than ``nondet_tol`` end the
+   experiment as ``inconclusive: nondeterministic``;
+3. **gradients**: compares AD with finite differences on several draws
+   (:mod:`warp_lint.runtime.comparison`, shared with the public ``gradcheck``);
+4. **verdict**:
+
+   * *confirmed* needs a disagreement at finite forward values, in a draw where the flagged
+     statement ran, that goes away in the counterfactual: the same kernel with the flagged
+     statement alone rewritten into the rule's safe form (:mod:`warp_lint.runtime.rewrite`), run
+     on the same inputs. A pair whose disagreement survives the rewrite is not explained by the
+     finding (another hazard, a non-differentiable algorithm, a race).
+   * *cleared* needs agreement, the flagged statement to have run and to matter (scaling its value
+     changes the outputs, and the value depends on the inputs), a Jacobian that is not all zero,
+     and, for a value-dependent rule, the singular point to have been reached.
+   * anything else is *inconclusive*, with the reason.
+
+Overwrite tracking never runs during the gradient experiment (Warp rebuilds every module while it
+is on); it runs afterwards, as Warp's code generation only, where it can add evidence to an
+undecided verdict.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import re
 import time
 from typing import Any
 
 import numpy as np
 import warp as wp
 
-from warp_lint.runtime import generated
+from warp_lint.runtime import generated, locate, rewrite
 from warp_lint.runtime.comparison import (
     DEFAULT_TOLERANCES,
     GradcheckResult,
@@ -28,10 +47,15 @@ from warp_lint.runtime.comparison import (
     precision_of,
 )
 from warp_lint.runtime.synthesis import (
+    LAUNCH_EXTENT,
     Fill,
+    KernelFacts,
     LaunchPlan,
     UnsupportedKernel,
-    comparison_literals,
+    check_argument,
+    concrete_types,
+    fills_for,
+    kernel_facts,
     make_arguments,
     plan_launch,
 )
@@ -39,9 +63,13 @@ from warp_lint.runtime.tracking import MessageCapture, matching_messages, parse_
 from warp_lint.runtime.verdicts import Reason, Status
 
 RUNS_PER_FILL = 3  # random draws that must all agree before a finding is cleared
-
-_KERNEL_TYPE = getattr(wp, "Kernel", None) or wp.context.Kernel
-_FUNCTION_TYPE = getattr(wp, "Function", None) or wp.context.Function
+RESAMPLES = 3  # draws per fill before moving on to the next fill
+# Relative difference two identical forward (or backward) passes may show: float atomics on a GPU
+# sum in no fixed order; races differ by whole values.
+NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
+# Evaluations (launches) a full Jacobian comparison may cost before the directional test is used.
+FULL_JACOBIAN_BUDGET = 1500
+PROBE_STEP = 1e-2
 
 
 def _inconclusive(reason: str, detail: str, **evidence: Any) -> dict[str, Any]:
@@ -49,383 +77,896 @@ def _inconclusive(reason: str, detail: str, **evidence: Any) -> dict[str, Any]:
 
 
 @dataclasses.dataclass
-class GeneratedKernels:
-    """warp-lint's own kernels for one finding: the func wrapper (if any) and the coverage copy."""
+class Prepared:
+    """Everything one finding's experiment needs, built before it runs."""
 
-    wrapper: Any = None
-    coverage: Any = None
-    error: str | None = None
+    finding: dict[str, Any]
+    target: locate.Target | None = None
+    early: dict[str, Any] | None = None  # a verdict reached without an experiment
+    facts: KernelFacts | None = None
+    overload: dict[str, Any] | None = None
+    precision: str = "float32"
+    pieces: list[generated.Piece] = dataclasses.field(default_factory=list)
+    names: dict[str, str] = dataclasses.field(default_factory=dict)  # role -> piece name
+    safe: rewrite.SafeForm | None = None
+    safe_error: str | None = None
+    safe_piece: generated.Piece | None = None
+    safe_built: bool = False
+    probed: str | None = None
+    slot: int = 0  # this finding's counters and probe in its kernel's instrumented copy
+    slots: int = 1
+    cover_probes: bool = False  # the instrumented copy takes probe and tap arrays
+    key: str = ""  # the target and precision: names the pieces
+    relative: int = 0
+    concrete: dict[str, Any] = dataclasses.field(default_factory=dict)
+    param_names: list[str] = dataclasses.field(default_factory=list)
+    signature: generated.FuncSignature | None = None
+    instances: int = 1
+    kernels: dict[str, Any] = dataclasses.field(default_factory=dict)  # role -> built kernel
+    build_errors: dict[str, str] = dataclasses.field(default_factory=dict)
+    substituted: set[str] = dataclasses.field(default_factory=set)
+    compile_s: float = 0.0
+
+    @property
+    def value_dependent(self) -> bool:
+        return bool(self.finding.get("value_dependent"))
 
 
 @dataclasses.dataclass
 class Draw:
     fill: Fill
+    args: list[Any]
     launch: LaunchUnderTest
     inputs: list[str]
     outputs: list[str]
     in_place: list[str]
-    hits: int | None = None
+    hits: list[int] | None = None  # [ran, singular] from the instrumented copy
+    finite: bool = True
     result: GradcheckResult | None = None
+    # Seeds the random directions of the comparison: the counterfactual is compared along the same.
+    seed: int = 0
 
+    @property
+    def ran(self) -> bool:
+        return self.hits is None or self.hits[rewrite.HITS_RAN] > 0
 
-def _safe_identifier(text: str) -> str:
-    return re.sub(r"\W", "_", text)
+    @property
+    def singular(self) -> int:
+        return 0 if self.hits is None else self.hits[rewrite.HITS_SINGULAR]
 
 
 class FileSession:
-    """Every finding of one user file, sharing one import and one compile of each module."""
+    """Every finding of one user file: one import, one build of warp-lint's copies per group."""
 
-    def __init__(
-        self,
-        module: Any,
-        request: dict[str, Any],
-        *,
-        device: str,
-        capture: MessageCapture,
-        tracking: bool,
-        report: Any = None,
-    ):
+    def __init__(self, module: Any, request: dict[str, Any], *, device: str, capture: MessageCapture,
+                 report: Any = None, imported_as: str = ""):
         self.module = module
-        # Called with a phase name when a slow phase ends: the parent's time limit restarts, so
-        # a long compile is not mistaken for a hanging kernel.
-        self.report = report or (lambda phase: None)
         self.request = request
         self.device = device
         self.capture = capture
-        self.tracking = tracking
+        # Called with a phase name when a slow phase ends: the parent's time limit restarts, so a
+        # long compile is not mistaken for a hanging kernel.
+        self.report = report or (lambda phase: None)
+        self.imported_as = imported_as
         self.seed = int(request.get("seed", 0))
-        self._generated: dict[str, GeneratedKernels] | None = None
-        self._generated_compile_s = 0.0
-        self._loaded: set[int] = set()
+        self.prepared: dict[str, Prepared] | None = None
+        self.directory = f"{request['cache_dir']}/generated"
+        # Names the generated sources refer to: the user's functions (wrapped @wp.func) and the
+        # type objects of the wrappers' parameters (one numbering for the whole file).
+        self.extra_globals: dict[str, Any] = {}
+        self.type_names = generated.TypeNames()
+        # Pieces are shared between findings (by name); what each one is.
+        self._pieces: dict[str, generated.Piece | None] = {}
+        self._target_numbers: dict[int, int] = {}
+        self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
+
+    # -- preparing and building ----------------------------------------------------------------
+    def _prepare_all(self) -> None:
+        """Locate every finding's target, then build, per kernel, its verbatim copy and one
+        instrumented copy serving all its flagged statements. Safe forms are built later, and
+        only for findings whose gradients disagree (:meth:`_ensure_safe`)."""
+        prepared = {}
+        for finding in self.request["findings"]:
+            if finding.get("replay_plan"):
+                continue  # host sequences are replayed (warp_lint.runtime.replay), not prepared here
+            try:
+                prepared[finding["id"]] = self._prepare(finding, "float32")
+            except Exception as error:  # noqa: BLE001 - a verdict for this finding, the others go on
+                prepared[finding["id"]] = Prepared(finding, early=_inconclusive(
+                    Reason.CRASH, f"preparing the experiment raised {type(error).__name__}: {error}"[:2000]))
+        ready = [p for p in prepared.values() if p.early is None]
+        self._add_target_pieces(ready)
+        self.report("compiling")
+        self._build(ready, ("orig", "cover"))
+        self.report("compiled")
+        self.prepared = prepared
+
+    def _prepare(self, finding: dict[str, Any], precision: str) -> Prepared:
+        prepared = Prepared(finding, precision=precision)
+        kind = finding.get("function_kind") or "kernel"
+        line = int(finding["flagged_lines"][0])
+        targets = locate.find_targets(self.request["path"], line, finding.get("kernel"), kind)
+        if not targets:
+            what = "@wp.func" if kind == "func" else "@wp.kernel"
+            prepared.early = _inconclusive(
+                Reason.NOT_IMPORTABLE,
+                f"no {what} named {finding.get('kernel')!r} spanning line {line} was defined when {self.request['path']}"
+                " was imported (a kernel made inside a function that import does not call cannot be reached)",
+                imported=self.imported_as)
+            return prepared
+        target = prepared.target = targets[0]
+        prepared.instances = len(targets)
+        disabled = locate.backward_disabled(target)
+        if disabled:
+            prepared.early = _inconclusive(Reason.BACKWARD_DISABLED, f"no experiment: {disabled}, so no gradient "
+                                           "flows through this code and the hazard cannot affect one")
+            return prepared
+        prepared.facts = facts = kernel_facts(target.source)
+        if facts.tiles:
+            prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, "tile kernel (needs wp.launch_tiled with "
+                                           "block-shaped arguments)")
+            return prepared
+        if kind == "func":
+            facts.tid_arity = 1  # the wrapper kernel runs one thread per element
+        scalar = {"float32": wp.float32, "float64": wp.float64}[precision]
+        params = locate.parameters(target)
+        declared = [dict(zip((a.label for a in o.adj.args), (a.type for a in o.adj.args)))
+                    for _, o in sorted(getattr(target.obj, "overloads", {}).items())] if kind == "kernel" else []
+        try:
+            prepared.overload = concrete_types(params, facts, scalar, declared)
+        except UnsupportedKernel as error:
+            prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
+            return prepared
+        prepared.concrete = dict(params) | (prepared.overload or {})
+        prepared.param_names = [name for name, _ in params]
+        prepared.relative = target.relative(line)
+        number = self._target_numbers.setdefault(id(target.obj), len(self._target_numbers))
+        prepared.key = f"t{number}_{precision}"
+        if kind == "func":
+            try:
+                self._signature(prepared)
+            except UnsupportedKernel as error:
+                prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
+                return prepared
+        self._prepare_safe(prepared)
+        return prepared
+
+    def _signature(self, prepared: Prepared) -> None:
+        """The wrapper kernel's view of a @wp.func: its concrete parameter and return types."""
+        target = prepared.target
+        function = target.obj
+        if prepared.overload:
+            try:
+                function = target.obj.get_overload(tuple(prepared.concrete[n] for n in prepared.param_names), {}) \
+                    or target.obj
+            except Exception:  # noqa: BLE001 - fall back to the declared signature
+                function = target.obj
+        signature = generated.func_signature(function)
+        prepared.signature = generated.FuncSignature(
+            [(n, prepared.concrete.get(n, t)) for n, t in signature.params], signature.returns)
+        # What the wrapper kernel cannot pass or store: the same limits as a kernel's arguments.
+        for name, t in prepared.signature.params:
+            if locate.array_type(t) is None and t not in (int, float, bool):
+                check_argument(name, t)
+        for k, t in enumerate(prepared.signature.returns):
+            check_argument(f"return value {k}", t)
+        self.extra_globals[f"_wl_target_{prepared.key}"] = target.obj
+
+    def _wrapper(self, prepared: Prepared, callee: str, name: str, extra: list[tuple[str, Any]] = (),
+                 backward: bool = True) -> str:
+        return generated.func_wrapper(callee, prepared.signature, list(prepared.finding.get("index_params") or ()),
+                                      name, self.type_names, extra=extra, backward=backward)
+
+    def _add_target_pieces(self, items: list[Prepared]) -> None:
+        """Per target: the verbatim copy (the user's own function registered anew; for a @wp.func,
+        a wrapper kernel calling it) and one instrumented copy with a slot per flagged statement."""
+        by_target: dict[str, list[Prepared]] = {}
+        for item in items:
+            by_target.setdefault(item.key, []).append(item)
+        for key, group in by_target.items():
+            first = group[0]
+            target = first.target
+            is_kernel = target.kind == "kernel"
+            orig = f"_wl_orig_{key}"
+            if orig not in self._pieces:
+                if is_kernel:
+                    piece = generated.Piece(orig, [], overload=first.overload,
+                                            clone=(target.func, dict(target.obj.options)))
+                else:
+                    piece = generated.Piece(orig, [self._wrapper(first, f"_wl_target_{key}", orig)])
+                self._pieces[orig] = piece
+                first.pieces.append(piece)
+            cover = f"_wl_cover_{key}"
+            flagged = sorted({(item.relative, item.finding.get("singular")) for item in group},
+                             key=lambda f: (f[0], f[1] or ""))
+            copy_name = cover if is_kernel else f"_wl_coverf_{key}"
+            # Only ever run forward (counters, probes): no adjoint to compile.
+            decorator = f"{rewrite.WARP_ALIAS}.kernel(enable_backward=False)" if is_kernel else \
+                f"{rewrite.WARP_ALIAS}.func"
+            try:
+                full = rewrite.instrument(target.source, flagged, copy_name, decorator)
+                basic = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=False)
+            except rewrite.RewriteError as error:
+                for item in group:
+                    item.build_errors["cover"] = str(error)
+                    item.names["orig"] = orig
+                continue
+            hits = [(rewrite.HITS_PARAM, wp.array(dtype=wp.int32))]
+            probes = [(rewrite.PROBE_PARAM, wp.array(dtype=wp.float32)), (rewrite.TAP_PARAM, wp.array(dtype=wp.float32))]
+            if is_kernel:
+                main = generated.Piece(cover, [full.source], overload=first.overload)
+                fallback = generated.Piece(cover, [basic.source], overload=first.overload)
+            else:
+                main = generated.Piece(cover, [full.source, self._wrapper(
+                    first, copy_name, cover, hits + (probes if full.has_probe else []), backward=False)])
+                fallback = generated.Piece(cover, [basic.source, self._wrapper(first, copy_name, cover, hits,
+                                                                               backward=False)])
+            if full.has_probe:
+                main.fallback = fallback
+            self._pieces[cover] = main
+            first.pieces.append(main)
+            for item in group:
+                item.names.update(orig=orig, cover=cover)
+                item.slot = full.slots[item.relative]
+                item.slots = len(set(full.slots.values()))
+                item.probed = full.probed.get(item.slot)
+                item.cover_probes = full.has_probe
+
+    def _prepare_safe(self, prepared: Prepared) -> None:
+        """The finding's safe form, rewritten now (cheap) and built only if it is needed."""
+        safe_kind = prepared.finding.get("safe_form")
+        if not safe_kind:
+            return
+        target = prepared.target
+        is_kernel = target.kind == "kernel"
+        name = f"_wl_safe_{prepared.key}_l{prepared.relative}_{safe_kind.replace('-', '_')}"
+        copy_name = name if is_kernel else name.replace("_wl_safe_", "_wl_safef_")
+        decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
+        try:
+            form = rewrite.safe_form(safe_kind, target.source, prepared.relative, copy_name, decorator,
+                                     prepared.param_names, target.namespace(),
+                                     int(locate.module_options(target).get("max_unroll") or 16), **_bounds(prepared))
+        except rewrite.RewriteError as error:
+            prepared.safe_error = str(error)
+            return
+        prepared.safe = form
+        if is_kernel:
+            overload = None
+            if prepared.overload is not None:
+                overload = dict(prepared.overload)
+                overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
+            prepared.safe_piece = generated.Piece(name, [form.source], overload=overload)
+        else:
+            extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
+            prepared.safe_piece = generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)])
+        prepared.names["safe"] = name
+
+    def _ensure_safe(self, prepared: Prepared) -> None:
+        """Build the safe form of this finding, with those of the other findings of its kernel
+        (a disagreement in one of them usually means a disagreement in the others)."""
+        if "safe" in prepared.kernels or prepared.safe_piece is None or prepared.safe_built:
+            return
+        siblings = [p for p in (self.prepared or {}).values()
+                    if p.key == prepared.key and p.safe_piece is not None and not p.safe_built and p is not prepared]
+        siblings.insert(0, prepared)
+        for item in siblings:
+            item.pieces = []
+        # Findings on one statement with one safe form share a piece.
+        siblings[0].pieces = list({item.safe_piece.name: item.safe_piece for item in siblings}.values())
+        self.report("compiling")
+        self._build(siblings, ("safe",))
+        self.report("compiled")
+        for item in siblings:
+            item.safe_built = True
+
+    def _build(self, prepared: list[Prepared], roles: tuple[str, ...]) -> None:
+        """Build the pieces the items hold: one generated module per namespace (a factory's closure
+        sees other names than its module), usually one for the whole file."""
+        groups: dict[tuple, list[Prepared]] = {}
+        for item in prepared:
+            func = item.target.func
+            closure = tuple((n, id(c.cell_contents)) for n, c in zip(func.__code__.co_freevars, func.__closure__ or ())
+                            if _cell_filled(c))
+            options = tuple(sorted(locate.module_options(item.target).items()))
+            groups.setdefault((id(func.__globals__), closure, options), []).append(item)
+        extra = self.extra_globals | self.type_names.names
+        for items in groups.values():
+            pieces = [p for item in items for p in item.pieces]
+            for item in items:
+                item.pieces = []
+            if not pieces:
+                continue
+            started = time.perf_counter()
+            target = items[0].target
+            prefix = generated.stable_name("warp_lint_generated", self.request["module_name"],
+                                           *sorted(p.name for p in pieces))
+            built = generated.build_pieces(prefix, pieces, target.namespace(), extra, self.directory,
+                                           locate.module_options(target), self.device)
+            seconds = time.perf_counter() - started
+            for item in items:
+                item.compile_s += seconds
+                for role in roles:
+                    name = item.names.get(role)
+                    if name is None:
+                        continue
+                    if name in built.kernels:
+                        item.kernels[role] = built.kernels[name]
+                    if name in built.errors:
+                        item.build_errors[role] = built.errors[name]
+                    if name in built.substituted:
+                        item.substituted.add(role)
+                if "orig" in roles and "orig" not in item.kernels:
+                    item.early = _inconclusive(Reason.COMPILE_ERROR, item.build_errors.get("orig", "did not build"))
 
     # -- one finding -------------------------------------------------------------------------
     def confirm(self, finding: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
-        name = finding.get("kernel")
-        kind = finding.get("function_kind") or "kernel"
-        target = getattr(self.module, name, None) if name else None
-        expected = _FUNCTION_TYPE if kind == "func" else _KERNEL_TYPE
-        if not isinstance(target, expected):
-            what = "@wp.func" if kind == "func" else "@wp.kernel"
-            return _inconclusive(
-                Reason.NOT_IMPORTABLE,
-                f"no module-level {what} named {name!r} in {self.request['path']} "
-                "(kernels defined inside functions cannot be imported)",
-            )
-
-        plan = None
-        if kind == "kernel":
-            try:
-                # Before compiling anything: an argument that cannot be synthesized costs nothing.
-                plan = plan_launch(target, finding.get("index_params") or ())
-            except UnsupportedKernel as error:
-                return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
-
-        compile_started = time.perf_counter()
-        self.report("compiling")
-        try:
-            # The user's module compiles once for all its findings (a cache hit when warm).
-            self._load(target.module)
-        except Exception as error:  # noqa: BLE001 - any codegen/compiler failure
-            return _inconclusive(Reason.COMPILE_ERROR, f"{type(error).__name__}: {error}"[:2000])
-        compile_s = time.perf_counter() - compile_started
-        self.report("compiled")
-
-        # warp-lint's own kernels (coverage copies, func wrappers) only once the user's compile.
-        self.report("compiling")
-        kernels = self._generated_for(finding)
-        self.report("generated")
-        launch_kernel = target
-        if kind == "func":
-            launch_kernel = kernels.wrapper
-            if launch_kernel is None:
-                return _inconclusive(
-                    Reason.UNSUPPORTED_ARGUMENT, f"could not wrap @wp.func {name!r} in a kernel: {kernels.error}"
-                )
-            try:
-                plan = plan_launch(launch_kernel, finding.get("index_params") or ())
-            except UnsupportedKernel as error:
-                return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
-
-        check_started = time.perf_counter()
-        verdict = self._gradient_experiment(finding, target, launch_kernel, plan, kernels)
+        if self.prepared is None:
+            self._prepare_all()
+        prepared = self.prepared[finding["id"]]
+        if prepared.early is not None:
+            verdict = prepared.early
+        else:
+            verdict = self._experiment(prepared)
+            if (prepared.overload and verdict["status"] == Status.INCONCLUSIVE
+                    and verdict["reason"] in (Reason.FD_NOT_CONVERGED, Reason.NON_FINITE)):
+                verdict = self._retry_in_float64(prepared, verdict)
         evidence = verdict.setdefault("evidence", {})
-        evidence["timing"] = {
-            "compile_s": round(compile_s, 3),
-            "generated_compile_s": round(self._generated_compile_s, 3),
-            "check_s": round(time.perf_counter() - check_started, 3),
-            "total_s": round(time.perf_counter() - started, 3),
-        }
+        evidence.setdefault("imported", self.imported_as)
+        if prepared.target is not None:
+            evidence["target"] = {"name": prepared.target.name, "kind": prepared.target.kind,
+                                  "lines": [prepared.target.first_line, prepared.target.last_line],
+                                  "instances": prepared.instances}
+            if prepared.overload:
+                evidence["instantiated_as"] = {k: _type_text(v) for k, v in prepared.overload.items()}
+        evidence["timing"] = {"compile_s": round(prepared.compile_s, 3),
+                              "total_s": round(time.perf_counter() - started, 3)}
         if "overwrite-tracking" in finding.get("strategies", ()):
-            evidence["overwrite_tracking"] = self._tracking_evidence(finding, target)
+            evidence["overwrite_tracking"] = self._tracking_step(prepared, verdict)
         return verdict
 
-    # -- compile ------------------------------------------------------------------------------
-    def _load(self, warp_module: Any) -> None:
-        if id(warp_module) in self._loaded:
-            return
-        # wp.load_module builds the same variant an ordinary launch uses. Module.load(device) does
-        # not on 1.19 CPU (block_dim 256 there, 1 for a launch): the module would compile twice.
-        try:
-            wp.load_module(warp_module, device=self.device)
-        except TypeError:  # releases whose load_module takes only Python modules / names
-            result = warp_module.load(self.device)
-            if result is None or result is False:
-                raise RuntimeError(f"Warp could not build module {warp_module.name}") from None
-        self._loaded.add(id(warp_module))
+    def _retry_in_float64(self, prepared: Prepared, first: dict[str, Any]) -> dict[str, Any]:
+        again = self._prepare(prepared.finding, "float64")
+        if again.early is None:
+            self._add_target_pieces([again])
+            self.report("compiling")
+            self._build([again], ("orig", "cover"))
+            self.report("compiled")
+        if again.early is not None:
+            return first
+        verdict = self._experiment(again)
+        verdict.setdefault("evidence", {})["float32_attempt"] = f"{first['reason']}: {first['detail']}"[:500]
+        return verdict
 
-    def _generated_for(self, finding: dict[str, Any]) -> GeneratedKernels:
-        if self._generated is None:
-            started = time.perf_counter()
-            self._generated = self._build_generated()
-            self._generated_compile_s = time.perf_counter() - started
-        return self._generated.get(finding["id"], GeneratedKernels(error="finding not prepared"))
-
-    def _definitions(self, finding: dict[str, Any], index: int, type_names: dict[str, Any]) -> dict[str, str]:
-        """Generated sources for one finding: {"wrapper"|"coverage": kernel name} -> definitions."""
-        target = getattr(self.module, finding.get("kernel") or "", None)
-        line = int(finding["flagged_lines"][0])
-        if finding.get("function_kind") == "func":
-            if not isinstance(target, _FUNCTION_TYPE):
-                raise generated.InstrumentationError("not importable")
-            signature = generated.func_signature(target)
-            index_params = list(finding.get("index_params") or ())
-            cover = f"_wl_cover_func_{index}"
-            return {
-                f"_wl_wrap_{index}": generated.func_wrapper(finding["kernel"], signature, index_params, f"_wl_wrap_{index}", type_names),
-                cover: generated.coverage_copy(target.func, line, cover, is_kernel=False),
-                f"_wl_cover_{index}": generated.func_wrapper(
-                    cover, signature, index_params, f"_wl_cover_{index}", type_names, hits=True
-                ),
-            }
-        if not isinstance(target, _KERNEL_TYPE):
-            raise generated.InstrumentationError("not importable")
-        return {f"_wl_cover_{index}": generated.coverage_copy(target.func, line, f"_wl_cover_{index}", is_kernel=True)}
-
-    def _build_generated(self) -> dict[str, GeneratedKernels]:
-        """Coverage copies and func wrappers for every finding of the file, compiled together once.
-
-        If the combined module fails to build, each finding's kernels are rebuilt in a module of
-        their own so one bad instrumentation costs only its own finding.
-        """
-        directory = f"{self.request['cache_dir']}/generated"
-        type_names: dict[str, Any] = {}
-        per_finding: dict[str, dict[str, str]] = {}
-        kernels: dict[str, GeneratedKernels] = {}
-        for index, finding in enumerate(self.request["findings"]):
-            try:
-                per_finding[finding["id"]] = self._definitions(finding, index, type_names)
-            except Exception as error:  # noqa: BLE001 - source not found, statement not found, ...
-                kernels[finding["id"]] = GeneratedKernels(error=f"{type(error).__name__}: {error}")
-        if not per_finding:
-            return kernels
-
-        def build(module_name: str, groups: dict[str, dict[str, str]]) -> dict[str, GeneratedKernels]:
-            sources = [source for group in groups.values() for source in group.values()]
-            module = generated.load_generated_module(
-                module_name, sources, self.module.__dict__, type_names, directory
-            )
-            built = {}
-            for finding_id, group in groups.items():
-                names = list(group)
-                wrapper = getattr(module, names[0]) if len(names) == 3 else None
-                built[finding_id] = GeneratedKernels(wrapper=wrapper, coverage=getattr(module, names[-1]))
-            any_kernel = next(iter(built.values())).coverage
-            self._load(any_kernel.module)
-            return built
-
-        base_name = generated.stable_name("warp_lint_generated", self.request["module_name"])
-        try:
-            kernels.update(build(base_name, per_finding))
-        except Exception:  # noqa: BLE001 - fall back to one module per finding
-            for finding_id, group in per_finding.items():
-                try:
-                    kernels.update(build(f"{base_name}_{_safe_identifier(finding_id)}", {finding_id: group}))
-                except Exception as error:  # noqa: BLE001
-                    kernels[finding_id] = GeneratedKernels(error=f"{type(error).__name__}: {error}"[:1000])
-        return kernels
-
-    # -- the gradient experiment ---------------------------------------------------------------
-    def _make_draw(self, finding: dict[str, Any], kernel: Any, plan: LaunchPlan, fill: Fill, rng: np.random.Generator) -> Draw:
+    # -- inputs --------------------------------------------------------------------------------
+    def _make_draw(self, prepared: Prepared, plan: LaunchPlan, fill: Fill, rng: np.random.Generator) -> Draw:
+        finding = prepared.finding
+        kernel = prepared.kernels["orig"]
         args = make_arguments(plan, fill, rng, self.device)
         launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device)
+        after = launch.forward()
         float_arrays = plan.float_arrays
         reads = finding.get("reads")
         writes = set(finding.get("writes") or ())
         returns = [n for n in float_arrays if n.startswith(generated.RETURN_PREFIX)]
         # Inputs: every float array except pure outputs (written, never read). Differentiating a
         # pure output would test what its .grad holds after backward, which no user reads.
-        inputs = [
-            n for n in float_arrays
-            if n not in returns and not (n in writes and reads is not None and n not in reads)
-        ]
-        changed = set(launch.changed_arrays())
+        inputs = [n for n in float_arrays
+                  if n not in returns and not (n in writes and reads is not None and n not in reads)]
+        changed = {name for name, slot in launch.slots.items()
+                   if not np.array_equal(after[name], slot.snapshot.astype(np.float64).ravel(), equal_nan=True)}
         outputs = returns + [n for n in float_arrays if n not in returns and (n in writes or n in changed)]
         in_place = [n for n in outputs if n in inputs]
         outputs = in_place + [n for n in outputs if n not in in_place]
-        return Draw(fill=fill, launch=launch, inputs=inputs, outputs=outputs, in_place=in_place)
+        # Finite only: very large values are often sentinels the code means (1e10 for "no contact").
+        finite = all(np.all(np.isfinite(after[name])) for name in float_arrays)
+        draw = Draw(fill=fill, args=args, launch=launch, inputs=inputs, outputs=outputs, in_place=in_place,
+                    finite=finite, seed=int(rng.integers(2**31)))
+        draw.hits = self._count_hits(prepared, plan, draw)
+        return draw
 
-    def _count_hits(self, coverage_kernel: Any, plan: LaunchPlan, draw: Draw) -> int:
-        draw.launch.restore()
-        hits = wp.zeros(1, dtype=wp.int32, device=self.device)
-        wp.launch(coverage_kernel, dim=plan.dim, inputs=[*draw.launch.args, hits], device=self.device)
-        return int(hits.numpy()[0])
+    def _run_instrumented(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, probe: float = 0.0,
+                          overrides: dict[str, np.ndarray] | None = None) -> tuple[list[int], float | None]:
+        """Launch the instrumented copy on the draw's arrays (restored first): (counters, tap)."""
+        draw.launch.restore(overrides)
+        hits = wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device)
+        extra = [hits]
+        tap = None
+        if prepared.cover_probes and "cover" not in prepared.substituted:
+            probes = np.zeros(prepared.slots, dtype=np.float32)
+            probes[prepared.slot] = probe
+            tap = wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)
+            extra += [wp.array(probes, dtype=wp.float32, device=self.device), tap]
+        wp.launch(prepared.kernels["cover"], dim=plan.dim, inputs=[*draw.launch.args, *extra], device=self.device)
+        wp.synchronize_device(self.device)
+        counters = hits.numpy()
+        base = rewrite.HITS_PER_SLOT * prepared.slot
+        mine = [int(counters[base + k]) for k in range(rewrite.HITS_PER_SLOT)]
+        return mine, (None if tap is None else float(tap.numpy()[prepared.slot]))
 
-    def _gradient_experiment(
-        self, finding: dict[str, Any], target: Any, kernel: Any, plan: LaunchPlan, kernels: GeneratedKernels
-    ) -> dict[str, Any]:
+    def _count_hits(self, prepared: Prepared, plan: LaunchPlan, draw: Draw) -> list[int] | None:
+        if "cover" not in prepared.kernels:
+            return None
+        return self._run_instrumented(prepared, plan, draw)[0]
+
+    def _search_inputs(self, prepared: Prepared, plan: LaunchPlan, rng: np.random.Generator) -> tuple[Draw | None, list]:
+        """The first draw whose forward is finite, runs the flagged statement and (value-dependent
+        rules) reaches the singular point; else the best draw seen, with the search log."""
+        explored: list[dict[str, Any]] = []
+        best: Draw | None = None
+        for fill in fills_for(prepared.facts, prepared.value_dependent):
+            for _ in range(RESAMPLES):
+                draw = self._make_draw(prepared, plan, fill, rng)
+                explored.append({"inputs": fill.describe(), "finite": draw.finite,
+                                 "hits": None if draw.hits is None else draw.hits[0],
+                                 **({"singular": draw.singular} if prepared.value_dependent else {})})
+                if _better(draw, best, prepared.value_dependent):
+                    best = draw
+                if draw.finite and draw.ran and (not prepared.value_dependent or draw.singular > 0):
+                    return draw, explored
+                if draw.finite and not draw.ran:
+                    break  # another draw of the same distribution rarely takes another branch
+        return best, explored
+
+    # -- the experiment --------------------------------------------------------------------------
+    def _experiment(self, prepared: Prepared) -> dict[str, Any]:
+        kernel = prepared.kernels["orig"]
+        params = [(a.label, a.type) for a in kernel.adj.args]
+        try:
+            plan = plan_launch(params, prepared.facts, prepared.finding.get("index_params") or (), prepared.target.source)
+        except UnsupportedKernel as error:
+            return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
         rng = np.random.default_rng(self.seed)
-        coverage = kernels.coverage
-        fills = [Fill("default")]
-        fills += [Fill("around", c) for c in comparison_literals(target.adj.tree)]
-        fills.append(Fill("wide"))
-
-        # 1. Find inputs that execute the flagged statement (a launch each: cheap).
-        first = self._make_draw(finding, kernel, plan, fills[0], rng)
-        explored = []
-        chosen = first
-        if coverage is not None:
-            first.hits = self._count_hits(coverage, plan, first)
-            explored.append({"inputs": first.fill.describe(), "hits": first.hits})
-            if first.hits == 0:
-                for fill in fills[1:]:
-                    candidate = self._make_draw(finding, kernel, plan, fill, rng)
-                    candidate.hits = self._count_hits(coverage, plan, candidate)
-                    explored.append({"inputs": fill.describe(), "hits": candidate.hits})
-                    if candidate.hits > 0:
-                        chosen = candidate
-                        break
+        chosen, explored = self._search_inputs(prepared, plan, rng)
+        evidence: dict[str, Any] = {"launch_dim": list(plan.dim), "coverage_search": explored,
+                                    "domain": plan.describe_domain()}
+        if "cover" not in prepared.kernels:
+            evidence["coverage_error"] = prepared.build_errors.get("cover", "the instrumented copy did not build")
+        if chosen is None or not chosen.finite:
+            return _inconclusive(Reason.NON_FINITE, "the forward pass is not finite at any synthesized input: "
+                                 "no gradient can be judged there", **evidence)
         if not chosen.inputs or not chosen.outputs:
-            return _inconclusive(
-                Reason.NO_DIFFERENTIABLE_PAIR,
-                f"no floating-point (input, output) array pair to differentiate "
-                f"(inputs {chosen.inputs}, outputs {chosen.outputs})",
-            )
+            return _inconclusive(Reason.NO_DIFFERENTIABLE_PAIR,
+                                 f"no floating-point (input, output) array pair to differentiate "
+                                 f"(inputs {chosen.inputs}, outputs {chosen.outputs})", **evidence)
+        evidence.update(inputs=chosen.inputs, outputs=chosen.outputs, in_place=chosen.in_place,
+                        input_values=chosen.fill.describe())
+        if chosen.hits is None:
+            return _inconclusive(Reason.NOT_EXECUTED, "whether the flagged statement runs could not be measured: "
+                                 f"{evidence.get('coverage_error')}", **evidence)
+        if not chosen.ran:
+            tried = ", ".join(dict.fromkeys(e["inputs"] for e in explored))
+            return _inconclusive(Reason.NOT_EXECUTED, f"the flagged statement never ran (inputs tried: {tried}); "
+                                 "no gradient through it can be judged", flagged_statement_hits=0, **evidence)
 
-        # 2. Compare AD with FD on several draws of those inputs.
+        precision = precision_of(chosen.launch, chosen.inputs + chosen.outputs)
+        nondet_tol = NONDET_TOL[precision]
+        spread = _forward_spread(chosen.launch)
+        evidence["forward_nondeterminism"] = spread
+        if spread > nondet_tol:
+            return _inconclusive(Reason.NONDETERMINISTIC, f"two identical forward passes differ by {spread:.3g} "
+                                 f"(relative) > nondet_tol={nondet_tol:g}: a race or unordered accumulation; "
+                                 "a gradient comparison would measure the noise", **evidence)
+
+        chosen.result = self._compare(chosen, nondet_tol)
         draws = [chosen]
-        for _ in range(RUNS_PER_FILL - 1):
-            draw = self._make_draw(finding, kernel, plan, chosen.fill, rng)
-            if coverage is not None:
-                draw.hits = self._count_hits(coverage, plan, draw)
-            draws.append(draw)
-        for draw in draws:
-            tolerances = DEFAULT_TOLERANCES[precision_of(draw.launch, draw.inputs + draw.outputs)]
-            # nondet_tol=None: CUDA float atomics legitimately reorder sums; determinism is not the question.
-            draw.result = compare_launch(
-                draw.launch, draw.inputs, draw.outputs, tolerances=tolerances, rng=rng, nondet_tol=None
-            )
-        return self._verdict(finding, plan, draws, explored, coverage_error=None if coverage else kernels.error)
-
-    def _verdict(
-        self, finding: dict[str, Any], plan: LaunchPlan, draws: list[Draw], explored: list[dict], coverage_error: str | None
-    ) -> dict[str, Any]:
-        version = wp.__version__
-        executed = [d for d in draws if d.hits is None or d.hits > 0]
-        total_hits = sum(d.hits or 0 for d in draws)
-        first = draws[0]
-        evidence: dict[str, Any] = {
-            "launch_dim": list(plan.dim),
-            "inputs": first.inputs,
-            "outputs": first.outputs,
-            "in_place": first.in_place,
-            "input_values": first.fill.describe(),
-            "criterion": draws[0].result.to_dict()["criterion"],
-            "tolerances": dataclasses.asdict(first.result.tolerances),
-            "precision": first.result.precision,
-            "draws": [
-                {"hits": d.hits, "passed": d.result.passed, "pairs": [_pair_summary(p) for p in d.result.pairs]}
-                for d in draws
-            ],
-            "flagged_statement_hits": None if coverage_error else total_hits,
-        }
-        if explored:
-            evidence["coverage_search"] = explored
-        if coverage_error:
-            evidence["coverage_error"] = coverage_error
-        if self.tracking:
-            evidence["config_note"] = "verify_autograd_array_access was switched on by warp-lint for overwrite tracking"
-        # Value-dependent rules (NaN/inf from sqrt, division, normalize...): name it when AD is not finite.
+        # A disagreement goes to its counterfactual at once; agreement needs more draws. A draw
+        # where finite differences do not converge (a kink of the function right there) is
+        # replaced by another of the same fill.
+        if not any(p.status == "fail" for p in chosen.result.pairs):
+            wanted, budget = RUNS_PER_FILL, RUNS_PER_FILL * RESAMPLES
+            while len([d for d in draws if _smooth(d)]) < wanted and budget > 0:
+                budget -= 1
+                draw = self._make_draw(prepared, plan, chosen.fill, rng)
+                if not (draw.finite and draw.ran):
+                    continue
+                draw.result = self._compare(draw, nondet_tol)
+                draws.append(draw)
+                if any(p.status == "fail" for p in draw.result.pairs):
+                    break
+            smooth = [d for d in draws if _smooth(d)]
+            if smooth and not any(p.status == "fail" for d in draws for p in d.result.pairs):
+                draws = smooth[:wanted]
+        evidence.update(
+            precision=chosen.result.precision,
+            criterion=chosen.result.to_dict()["criterion"],
+            tolerances=dataclasses.asdict(chosen.result.tolerances),
+            draws=[{"hits": d.hits[0], "singular": d.singular if prepared.value_dependent else None,
+                    "passed": d.result.passed, "pairs": [_pair_summary(p) for p in d.result.pairs]} for d in draws],
+            flagged_statement_hits=sum(d.hits[0] for d in draws),
+        )
         evidence["non_finite_gradient"] = any(
             p.criterion.startswith("AD is not finite") or "AD directional derivative is" in p.criterion
-            for d in draws for p in d.result.pairs
-        )
-
-        failures = [(d, p) for d in executed for p in d.result.pairs if p.status == "fail"]
-        if failures:
-            draw, pair = max(failures, key=lambda dp: dp[1].max_abs_error)
-            detail = _mismatch_sentence(pair)
-            evidence["worst_pair"] = pair.to_dict()
-            if coverage_error:
-                detail += f" (whether the flagged statement ran could not be measured: {coverage_error})"
-            return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH, "detail": detail, "evidence": evidence}
-
+            for d in draws for p in d.result.pairs)
         statuses = {p.status for d in draws for p in d.result.pairs}
+        if "nondeterministic" in statuses:
+            pair = next(p for d in draws for p in d.result.pairs if p.status == "nondeterministic")
+            return _inconclusive(Reason.NONDETERMINISTIC, f"d {pair.output} / d {pair.input}: {pair.criterion}",
+                                 **evidence)
+        failures = [(d, p) for d in draws for p in d.result.pairs if p.status == "fail"]
+        if failures:
+            return self._judge_disagreement(prepared, plan, draws, failures, nondet_tol, evidence)
         if "non-finite" in statuses:
-            return _inconclusive(Reason.NON_FINITE, "finite differences are not finite at the synthesized inputs", **evidence)
+            return _inconclusive(Reason.NON_FINITE, "finite differences are not finite at the synthesized inputs",
+                                 **evidence)
         if "fd-not-converged" in statuses:
             pair = next(p for d in draws for p in d.result.pairs if p.status == "fd-not-converged")
-            return _inconclusive(Reason.FD_NOT_CONVERGED, f"d {pair.output} / d {pair.input}: {pair.criterion}", **evidence)
-        if coverage_error:
-            return _inconclusive(
-                Reason.NOT_EXECUTED,
-                f"AD matches FD, but whether the flagged statement ran could not be measured: {coverage_error}",
-                **evidence,
-            )
-        if not executed:
-            tried = ", ".join(e["inputs"] for e in explored)
-            return _inconclusive(
-                Reason.NOT_EXECUTED,
-                f"the flagged statement never ran (inputs tried: {tried}); matching gradients there prove nothing",
-                **evidence,
-            )
-        if any(p.status == "fail" for d in draws for p in d.result.pairs):
-            return _inconclusive(
-                Reason.NOT_EXECUTED,
-                "the gradient is wrong only on draws where the flagged statement did not run",
-                **evidence,
-            )
-        worst = max((p.max_rel_error for d in draws for p in d.result.pairs), default=0.0)
+            return _inconclusive(Reason.FD_NOT_CONVERGED, f"d {pair.output} / d {pair.input}: {pair.criterion}",
+                                 **evidence)
+        return self._judge_agreement(prepared, plan, draws, evidence)
+
+    def _compare(self, draw: Draw, nondet_tol: float) -> GradcheckResult:
+        launch = draw.launch
+        tolerances = DEFAULT_TOLERANCES[precision_of(launch, draw.inputs + draw.outputs)]
+        sizes = {name: launch.slots[name].size for name in draw.inputs + draw.outputs}
+        cost = sum(sizes[o] + 4 * sizes[i] for i in draw.inputs for o in draw.outputs)
+        scale = max((float(np.max(np.abs(launch.slots[n].snapshot), initial=0.0)) for n in draw.outputs), default=1.0)
+        return compare_launch(launch, draw.inputs, draw.outputs, tolerances=tolerances,
+                              rng=np.random.default_rng(draw.seed),
+                              fast_mode=cost > FULL_JACOBIAN_BUDGET, nondet_tol=nondet_tol * max(1.0, scale))
+
+    # -- confirmed? ------------------------------------------------------------------------------
+    def _judge_disagreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], failures: list,
+                            nondet_tol: float, evidence: dict[str, Any]) -> dict[str, Any]:
+        draw, pair = max(failures, key=lambda dp: dp[1].max_abs_error if np.isfinite(dp[1].max_abs_error) else np.inf)
+        detail = _mismatch_sentence(pair)
+        evidence["worst_pair"] = pair.to_dict()
+        code = prepared.finding.get("code")
+        if prepared.safe is None:
+            why = prepared.safe_error or f"{code} has no safe form to rewrite the statement into"
+            return _inconclusive(Reason.NO_COUNTERFACTUAL, f"{detail}; but the disagreement cannot be attributed to the "
+                                 f"flagged statement: {why}", **evidence)
+        self._ensure_safe(prepared)
+        safe_kernel = prepared.kernels.get("safe")
+        if safe_kernel is None:
+            return _inconclusive(Reason.NO_COUNTERFACTUAL, f"{detail}; but the safe form ({prepared.safe.description}) "
+                                 f"did not build: {prepared.build_errors.get('safe', '')[:400]}", **evidence)
+        counterfactual = self._counterfactual(prepared.safe, prepared, plan, draw, safe_kernel, nondet_tol)
+        evidence["counterfactual"] = counterfactual
+        failing = [p for p in draw.result.pairs if p.status == "fail"]
+        if not counterfactual["finite"]:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{detail}; the safe form's forward is not finite "
+                                 "on the same inputs", **evidence)
+        if prepared.safe.preserves_forward and not counterfactual["same_forward"]:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{detail}; the safe form computes different values "
+                                 f"on the same inputs ({counterfactual['forward_difference']:.3g}), so it is no "
+                                 "counterfactual", **evidence)
+        renamed = prepared.safe.renamed_outputs
+        statuses = {(p["input"], p["output"]): p["status"] for p in counterfactual["pairs"]}
+        explained = [p for p in failing if statuses.get((p.input, renamed.get(p.output, p.output))) == "pass"]
+        remaining = [p for p in failing if p not in explained]
+        if not explained:
+            return self._isolate(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence)
+        evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in explained]
+        if remaining:
+            evidence["unexplained_pairs"] = [f"d {p.output} / d {p.input}" for p in remaining]
+        if draw.hits is not None:
+            detail += f" (the flagged statement ran {draw.hits[0]} times)"
+        detail += (f"; with the flagged statement alone in its safe form ({prepared.safe.description}) AD matches "
+                   f"finite differences on the same inputs")
+        return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH, "detail": detail, "evidence": evidence}
+
+    def _counterfactual(self, safe: rewrite.SafeForm, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
+                        nondet_tol: float) -> dict[str, Any]:
+        """Run ``kernel`` (a rewrite of the original by ``safe``) on the draw's inputs: its forward
+        against the original's, and its AD against FD along the same random directions."""
+        names = [a.label for a in kernel.adj.args]
+        by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
+        draw.launch.restore()
+        args = []
+        for name in names:
+            source = safe.added_params.get(name, name)
+            value = by_name[source]
+            args.append(wp.clone(value) if name in safe.added_params else value)
+        launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device)
+        after = launch.forward()
+        finite = all(np.all(np.isfinite(v)) for v in after.values())
+        original = draw.launch.forward()
+        # Each original array against the array holding its values in the safe form.
+        difference = max((_relative_difference(values, after[safe.renamed_outputs.get(name, name)])
+                          for name, values in original.items() if safe.renamed_outputs.get(name, name) in after),
+                         default=0.0)
+        record: dict[str, Any] = {"safe_form": safe.description, "finite": finite,
+                                  "same_forward": difference <= 1e-4, "forward_difference": difference, "pairs": []}
+        if not finite:
+            return record
+        # The same pairs in the same order as the original, so the comparison draws the same random
+        # directions: the two kernels are compared along the same u and v.
+        outputs = [safe.renamed_outputs.get(o, o) for o in draw.outputs]
+        inputs = list(draw.inputs)
+        in_place = [o for o in outputs if o in inputs]
+        result = self._compare(Draw(draw.fill, args, launch, inputs, outputs, in_place, seed=draw.seed), nondet_tol)
+        record["pairs"] = [_pair_summary(p) for p in result.pairs]
+        record["passed"] = result.passed
+        return record
+
+    # -- isolation: the other flagged statements in their safe forms ---------------------------
+    def _isolate(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
+                 nondet_tol: float, detail: str, evidence: dict[str, Any]) -> dict[str, Any]:
+        """The disagreement stays with this statement rewritten: another hazard of the kernel may
+        cause it. Rewrite every other flagged statement of the kernel into its safe form, with this
+        one as it is and rewritten too. A pair that agrees only when this one is rewritten as well
+        is this statement's doing (confirmed); agreement with it as it is clears it; a
+        disagreement that stays with every flagged statement rewritten comes from elsewhere."""
+        stays = (f"{detail}; the disagreement stays when the flagged statement alone is rewritten into its safe "
+                 f"form ({prepared.safe.description})")
+        pieces = self._ensure_isolation(prepared)
+        if pieces is None:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and no other flagged statement of the "
+                                 "kernel has a safe form to set aside: it comes from elsewhere (an unflagged hazard, "
+                                 "a non-differentiable algorithm, a race)", **evidence)
+        (all_form, all_kernel), (others_form, others_kernel) = pieces
+        if all_kernel is None or others_kernel is None:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; the isolation kernels did not build",
+                                 **evidence)
+        all_safe = self._counterfactual(all_form, prepared, plan, draw, all_kernel, nondet_tol)
+        others_safe = self._counterfactual(others_form, prepared, plan, draw, others_kernel, nondet_tol)
+        evidence["isolation"] = {"all_flagged_safe": all_safe, "others_safe": others_safe}
+        usable = all(r["finite"] and (form.preserves_forward is False or r["same_forward"])
+                     for r, form in ((all_safe, all_form), (others_safe, others_form)))
+        if not usable:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with the kernel's other flagged "
+                                 "statements rewritten the forward changes or is not finite", **evidence)
+
+        def status(record: dict, form: rewrite.SafeForm, pair: PairResult) -> str | None:
+            found = {(p["input"], p["output"]): p["status"] for p in record["pairs"]}
+            return found.get((pair.input, form.renamed_outputs.get(pair.output, pair.output)))
+
+        mine = [p for p in failing
+                if status(all_safe, all_form, p) == "pass" and status(others_safe, others_form, p) == "fail"]
+        if mine:
+            evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
+            return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
+                    "detail": f"{detail}; with the kernel's other flagged statements in their safe forms the "
+                              f"disagreement is there while this statement is as written and gone once it is "
+                              f"rewritten too ({prepared.safe.description})", "evidence": evidence}
+        if others_safe.get("passed"):
+            # This statement as written, everything else flagged set aside: AD matches FD.
+            return self._judge_agreement(prepared, plan, draws, evidence, context=(
+                "with the kernel's other flagged statements in their safe forms (the disagreement of the kernel as "
+                "written is theirs)"))
+        return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
+                             "the kernel rewritten: it comes from elsewhere (an unflagged hazard, a non-differentiable "
+                             "algorithm, a race)", **evidence)
+
+    def _ensure_isolation(self, prepared: Prepared) -> tuple | None:
+        """(form, kernel) with every flagged statement of the kernel rewritten, and with all but
+        this finding's; built once per kernel for all its findings. None when there is no other."""
+        siblings = [p for p in (self.prepared or {}).values() if p.key == prepared.key and p.finding.get("safe_form")]
+        specs = sorted({(p.finding["safe_form"], p.relative) for p in siblings}, key=lambda s: (s[1], s[0]))
+        others = [s for s in specs if s[1] != prepared.relative]
+        if not others:
+            return None
+        names = {"all": f"_wl_isoall_{prepared.key}", "mine": f"_wl_iso_{prepared.key}_l{prepared.relative}"}
+        if names["mine"] not in self._isolation:
+            pieces = []
+            for role, chosen in (("all", specs), ("mine", others)):
+                if names[role] in self._isolation:
+                    continue
+                piece, form = self._rewrite_piece(prepared, names[role], chosen)
+                self._isolation[names[role]] = [form, None]
+                pieces.append(piece)
+            holder = Prepared(prepared.finding, target=prepared.target, key=prepared.key, pieces=pieces,
+                              names={f"iso{k}": p.name for k, p in enumerate(pieces)})
+            self.report("compiling")
+            self._build([holder], tuple(holder.names))
+            self.report("compiled")
+            for role_name, piece_name in holder.names.items():
+                self._isolation[piece_name][1] = holder.kernels.get(role_name)
+        return tuple(self._isolation[names["all"]]), tuple(self._isolation[names["mine"]])
+
+    def _rewrite_piece(self, prepared: Prepared, name: str, specs: list) -> tuple[generated.Piece, rewrite.SafeForm]:
+        target = prepared.target
+        is_kernel = target.kind == "kernel"
+        copy_name = name if is_kernel else name.replace("_wl_iso", "_wl_isof")
+        decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
+        form, _ = rewrite.safe_forms(specs, target.source, copy_name, decorator, prepared.param_names,
+                                     target.namespace(), int(locate.module_options(target).get("max_unroll") or 16),
+                                     **_bounds(prepared))
+        if is_kernel:
+            overload = None
+            if prepared.overload is not None:
+                overload = dict(prepared.overload)
+                overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
+            return generated.Piece(name, [form.source], overload=overload), form
+        extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
+        return generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)]), form
+
+    # -- cleared? --------------------------------------------------------------------------------
+    def _judge_agreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], evidence: dict[str, Any],
+                         context: str | None = None) -> dict[str, Any]:
+        pairs = [p for d in draws for p in d.result.pairs]
+        if context is None and all(p.fd_identically_zero and p.ad_identically_zero for p in pairs):
+            return _inconclusive(Reason.ZERO_JACOBIAN, "AD and finite differences are both zero for every pair: "
+                                 "nothing was compared", **evidence)
+        through = self._derivative_through(prepared, plan, draws[0], np.random.default_rng(draws[0].seed))
+        evidence["derivative_through_statement"] = through
+        if not through["measured"]:
+            return _inconclusive(Reason.NOT_MEASURED, "AD matches finite differences, but whether a derivative flows "
+                                 f"through the flagged statement could not be measured: {through['why']}", **evidence)
+        if not through["matters"]:
+            return _inconclusive(Reason.DOES_NOT_MATTER, "AD matches finite differences, but no derivative flows "
+                                 f"through the flagged statement at these inputs ({through['why']}): the hazard was "
+                                 "not exercised", **evidence)
+        total_hits = evidence["flagged_statement_hits"]
+        if prepared.value_dependent:
+            singular = sum(d.singular for d in draws)
+            evidence["singular_point_hits"] = singular
+            if singular == 0:
+                return _inconclusive(Reason.SINGULAR_NOT_REACHED, "AD matches finite differences, but no input reached "
+                                     f"the point where {prepared.finding.get('code')} breaks "
+                                     f"({_singular_words(prepared.finding.get('singular'))}); inputs tried: "
+                                     f"{', '.join(dict.fromkeys(e['inputs'] for e in evidence['coverage_search']))}",
+                                     **evidence)
+        worst = max((p.max_rel_error for p in pairs), default=0.0)
         detail = (
-            f"AD matches finite differences on {len(draws)} random draws ({first.fill.describe()}; worst relative "
-            f"error {worst:.2g}) and the flagged statement ran {total_hits} times: the gradient is correct on "
-            f"warp {version} with this configuration"
+            f"AD matches finite differences on {len(draws)} random draws ({draws[0].fill.describe()}; worst relative "
+            f"error {worst:.2g}); the flagged statement ran {total_hits} times and a derivative flows through it "
+            f"({through['why']})"
         )
+        if context is not None:
+            detail = (f"AD matches finite differences {context}, on the same inputs; the flagged statement ran "
+                      f"{total_hits} times and a derivative flows through it ({through['why']})")
+        if prepared.value_dependent:
+            detail += f", at inputs where {_singular_words(prepared.finding.get('singular'))}"
+        detail += f": the gradient is correct on warp {wp.__version__} with this configuration"
         return {"status": Status.CLEARED, "reason": Reason.GRADIENT_MATCHES, "detail": detail, "evidence": evidence}
 
-    # -- overwrite tracking --------------------------------------------------------------------
-    def _tracking_evidence(self, finding: dict[str, Any], target: Any) -> dict[str, Any]:
+    def _derivative_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw,
+                            rng: np.random.Generator) -> dict[str, Any]:
+        """Scale the flagged statement's value by (1 +/- h) in the instrumented copy: the outputs
+        must move (the value reaches them) and the value must move with the inputs."""
+        if not _has_probe(prepared):
+            why = ("the flagged statement computes no value to probe" if not prepared.probed else
+                   f"the probe did not build: {prepared.build_errors.get('cover', '')[:300]}")
+            return {"measured": False, "why": why}
+
+        def run(probe: float, overrides: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], float]:
+            counters, tap = self._run_instrumented(prepared, plan, draw, probe, overrides)
+            run.unprobed = counters[rewrite.HITS_UNPROBED]
+            values = {n: draw.launch.slots[n].array.numpy().astype(np.float64).ravel().copy() for n in draw.outputs}
+            return values, tap
+
+        plus, tap_plus = run(PROBE_STEP)
+        if run.unprobed:
+            draw.launch.restore()
+            return {"measured": False, "why": f"the value {prepared.probed} is of a type the probe cannot scale "
+                                              "(an integer, a transform, a struct...)"}
+        minus, _ = run(-PROBE_STEP)
+        reach = max(float(np.max(np.abs(plus[n] - minus[n]), initial=0.0)) / (2 * PROBE_STEP) for n in draw.outputs)
+        tolerance = DEFAULT_TOLERANCES[precision_of(draw.launch, draw.inputs + draw.outputs)]
+        depends = 0.0
+        for name in draw.inputs:
+            base = draw.launch.slots[name].snapshot.astype(np.float64).ravel()
+            direction = rng.standard_normal(base.size)
+            direction /= max(np.linalg.norm(direction), 1e-30)
+            step = tolerance.eps * max(1.0, float(np.max(np.abs(base), initial=0.0)))
+            _, up = run(0.0, {name: base + step * direction})
+            _, down = run(0.0, {name: base - step * direction})
+            depends = max(depends, abs(up - down) / (2 * step))
+        draw.launch.restore()
+        matters = reach > tolerance.atol and depends > tolerance.atol
+        why = (f"scaling {prepared.probed} by 1 +/- {PROBE_STEP:g} moves the outputs by {reach:.3g} per unit; "
+               f"the value moves with the inputs at rate {depends:.3g}")
+        return {"measured": True, "matters": bool(matters), "reach": reach, "depends": depends, "why": why}
+
+    # -- overwrite tracking ------------------------------------------------------------------------
+    def _tracking_step(self, prepared: Prepared, verdict: dict[str, Any]) -> dict[str, Any]:
+        """Warp's overwrite tracking, as its own step and only where it adds evidence: the gradient
+        experiment did not decide. Code generation only (no compiler, no kernel cache involved)."""
+        if verdict["status"] != Status.INCONCLUSIVE:
+            return {"ran": False, "why": f"not run: the gradient experiment decided ({verdict['status']}); the tracker "
+                                         "would only repeat it, at the cost of a rebuild"}
         if not hasattr(wp.config, "verify_autograd_array_access"):
-            return {"available": False, "note": f"warp {wp.__version__} has no verify_autograd_array_access"}
+            return {"ran": False, "why": f"warp {wp.__version__} has no verify_autograd_array_access"}
+        target = prepared.target
+        if target is None or target.kind != "kernel":
+            return {"ran": False, "why": "tracking covers kernels (this finding is not in one)"}
+        context = wp._src.context if hasattr(wp, "_src") else wp.context
+        name = generated.stable_name("warp_lint_tracking", self.request["module_name"], target.name,
+                                     str(target.first_line))
+        before = len(self.capture.chunks)
+        previous = wp.config.verify_autograd_array_access
         try:
-            lines, first = inspect.getsourcelines(target.func)
-            kernel_lines = (first, first + len(lines) - 1)
-        except (OSError, TypeError):
-            kernel_lines = None
-        first_line, last_line = (int(v) for v in finding["flagged_lines"])
-        messages = parse_messages(self.capture.text())
-        matched = matching_messages(messages, self.request["path"], first_line, last_line, kernel_lines)
+            module = context.Module(name, None)
+            module.options.update(locate.module_options(target))
+            kernel = context.Kernel(target.func, key=f"{target.name}_tracked", module=module,
+                                    options=dict(target.obj.options))
+            if prepared.overload:
+                wp.overload(kernel, prepared.overload)
+            wp.config.verify_autograd_array_access = True
+            generated.codegen_only(module, self.device)
+        except Exception as error:  # noqa: BLE001
+            return {"ran": False, "why": f"tracking failed: {type(error).__name__}: {error}"[:500]}
+        finally:
+            wp.config.verify_autograd_array_access = previous
+        text = "\n".join(self.capture.chunks[before:])
+        first, last = (int(v) for v in prepared.finding["flagged_lines"])
+        matched = matching_messages(parse_messages(text), self.request["path"], first, last,
+                                    (target.first_line, target.last_line))
         return {
-            "available": True,
+            "ran": True,
+            "why": "run as its own step (code generation with verify_autograd_array_access on) because the gradient "
+                   "experiment did not decide",
             "warned": bool(matched),
             "messages": matched,
             "note": "supporting evidence only: Warp's tracker misses left-operand reads and *= on elements, "
-            "so silence proves little",
+                    "so silence proves little",
         }
 
 
-def _pair_summary(pair: PairResult) -> dict[str, Any]:
-    return {
-        "input": pair.input,
-        "output": pair.output,
-        "status": pair.status,
-        "max_abs_error": pair.max_abs_error,
-        "max_rel_error": pair.max_rel_error,
-        "where": pair.where,
-        "ad": pair.ad_at_worst,
-        "fd": pair.fd_at_worst,
-        "ad_identically_zero": pair.ad_identically_zero,
-    }
+def _bounds(prepared: Prepared) -> dict[str, dict[str, int]]:
+    """What the synthesized inputs make of loop bounds: integer parameters are at most the launch
+    extent, arrays have their dimensions (see :mod:`warp_lint.runtime.synthesis`)."""
+    ints, ndims = {}, {}
+    for name, t in prepared.concrete.items():
+        array = locate.array_type(t)
+        if array is not None:
+            ndims[name] = array.ndim
+        elif t in (int, wp.int32, wp.int64, wp.uint32):
+            ints[name] = LAUNCH_EXTENT
+    return {"int_bounds": ints, "array_ndims": ndims}
+
+
+def _smooth(draw: Draw) -> bool:
+    return draw.result is not None and not any(p.status == "fd-not-converged" for p in draw.result.pairs)
+
+
+def _has_probe(prepared: Prepared) -> bool:
+    return (bool(prepared.probed) and prepared.cover_probes and "cover" in prepared.kernels
+            and "cover" not in prepared.substituted)
+
+
+def _cell_filled(cell: Any) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _better(draw: Draw, best: Draw | None, value_dependent: bool) -> bool:
+    def score(d: Draw) -> tuple:
+        return (d.finite, d.ran, d.singular > 0 if value_dependent else True)
+
+    return best is None or score(draw) > score(best)
+
+
+def _forward_spread(launch: LaunchUnderTest) -> float:
+    """Largest relative difference between two identical forward passes."""
+    first = {k: v.copy() for k, v in launch.forward().items()}
+    second = launch.forward()
+    return max((_relative_difference(first[k], second[k]) for k in first), default=0.0)
+
+
+def _relative_difference(a: np.ndarray, b: np.ndarray) -> float:
+    if a.shape != b.shape:
+        return float("inf")
+    with np.errstate(invalid="ignore"):
+        both_nan = np.isnan(a) & np.isnan(b)
+        diff = np.where(both_nan, 0.0, np.abs(a - b))
+    scale = max(1.0, float(np.max(np.abs(np.nan_to_num(a, nan=0.0, posinf=0.0, neginf=0.0)), initial=0.0)))
+    value = float(np.max(diff, initial=0.0)) / scale
+    return value if np.isfinite(value) else float("inf")
+
+
+def _singular_words(kind: str | None) -> str:
+    return {"sqrt-zero": "the square root's argument is exactly zero",
+            "unselected-nonfinite": "the operand wp.where does not select is not finite"}.get(kind or "", "its singular point")
+
+
+def _type_text(t: Any) -> str:
+    array = locate.array_type(t)
+    if array is not None:
+        return f"array(dtype={getattr(array.dtype, '__name__', array.dtype)}, ndim={array.ndim})"
+    return getattr(t, "__name__", str(t))
+
+
+def _pair_summary(pair: PairResult | dict) -> dict[str, Any]:
+    pair = pair if isinstance(pair, dict) else pair.to_dict()
+    return {key: pair.get(key) for key in ("input", "output", "status", "max_abs_error", "max_rel_error", "where")} | {
+        "ad": pair.get("ad_at_worst"), "fd": pair.get("fd_at_worst"),
+        "ad_identically_zero": pair.get("ad_identically_zero")}
 
 
 def _mismatch_sentence(pair: PairResult) -> str:
@@ -442,3 +983,6 @@ def _mismatch_sentence(pair: PairResult) -> str:
     if pair.ad_identically_zero and not pair.fd_identically_zero and "identically zero" not in sentence:
         sentence += "; AD is identically zero while FD is not (the gradient is dropped)"
     return sentence
+
+
+__all__ = ["FileSession"]

@@ -100,6 +100,10 @@ def _request_for(finding: Finding, planned_id: str) -> dict[str, Any]:
         "index_params": data.get("index_params") or [],
         "flagged_lines": [int(flagged[0]), int(flagged[-1])],
         "strategies": [s for s in strategies_of(data) if s in STRATEGIES],
+        "safe_form": data.get("safe_form"),
+        "singular": data.get("singular"),
+        "value_dependent": bool(data.get("value_dependent")),
+        "replay_plan": data.get("replay_plan"),
     }
 
 
@@ -122,8 +126,9 @@ class _FileRun:
     """All findings of one file: as many children as it takes to give each a verdict."""
 
     def __init__(self, path: str, planned: list[_Planned], *, device: str | None, timeout: float, cache_dir: str,
-                 on_start: Callable[[_Planned], None]):
+                 on_start: Callable[[_Planned], None], python: str | None = None):
         self.path = os.path.abspath(path)
+        self.python = python or sys.executable
         self.planned = planned
         self.device = device
         self.timeout = timeout
@@ -175,7 +180,7 @@ class _FileRun:
             # Importing the user's file must not write __pycache__ next to it.
             env["PYTHONDONTWRITEBYTECODE"] = "1"
             process = subprocess.Popen(
-                [sys.executable, "-m", "warp_lint.runtime.child", request_path, results_path],
+                [self.python, "-m", "warp_lint.runtime.child", request_path, results_path],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -269,9 +274,19 @@ class _FileRun:
                     self._settle(planned, Status.INCONCLUSIVE, Reason.IMPORT_ERROR, detail, output_tail=output_tail())
             return
         if current is not None and current not in self.verdicts:
-            self._settle(by_id[current], Status.INCONCLUSIVE, Reason.CRASH,
+            crashed = by_id[current]
+            self._settle(crashed, Status.INCONCLUSIVE, Reason.CRASH,
                          f"the child {how} while running this experiment (segfault, abort or os._exit)",
                          output_tail=output_tail(), returncode=returncode)
+            # The same kernel on the same synthesized inputs would crash again: each retry costs a
+            # fresh child (an import and a load), so its other findings are settled with it.
+            for planned in by_id.values():
+                if planned.id not in self.verdicts and planned.request["kernel"] == crashed.request["kernel"] \
+                        and planned.request["function_kind"] == crashed.request["function_kind"]:
+                    self._settle(planned, Status.INCONCLUSIVE, Reason.CRASH,
+                                 f"not run: an experiment on the same {crashed.request['function_kind']} "
+                                 f"({crashed.finding.code} at line {crashed.finding.start.line}) {how}",
+                                 returncode=returncode)
 
     def _fail_current(self, current: str | None, by_id: dict[str, _Planned], imported: bool, reason: str,
                       detail: str, tail: str) -> None:
@@ -316,6 +331,7 @@ def confirm_findings(
     timeout: float = 120.0,
     progress: Callable[[str], None] | None = None,
     cache_dir: str | None = None,
+    python: str | None = None,
 ) -> None:
     """Set ``finding.confirmation`` on every finding whose ``finding.data`` declares a ``strategy``.
 
@@ -326,7 +342,9 @@ def confirm_findings(
     with reason ``timeout``. ``device`` defaults
     to the first CUDA device Warp sees, else ``"cpu"``. ``cache_dir`` is warp-lint's kernel cache
     (default ``~/.cache/warp-lint/kernels``). ``progress`` is called with
-    ``"confirming CODE in KERNEL (i/n)"`` before each finding runs.
+    ``"confirming CODE in KERNEL (i/n)"`` before each finding runs. ``python`` is the interpreter the
+    children run in (default: this one): the environment where the user's project imports, with
+    ``warp`` and ``numpy`` installed; warp-lint's own package is put on its path.
     """
     selected = [f for f in findings if strategies_of(f.data)]
     total = len(selected)
@@ -337,7 +355,8 @@ def confirm_findings(
     def on_start(planned: _Planned) -> None:
         counter["n"] += 1
         if progress is not None:
-            progress(f"confirming {planned.finding.code} in {planned.request['kernel']} ({counter['n']}/{total})")
+            where = planned.request["kernel"] or "the host launch sequence"
+            progress(f"confirming {planned.finding.code} in {where} ({counter['n']}/{total})")
 
     by_file: dict[str, list[_Planned]] = {}
     for index, finding in enumerate(selected):
@@ -349,16 +368,24 @@ def confirm_findings(
                  "detail": f"no runtime strategy warp-lint knows in {finding.data.get('strategy')!r}"},
                 warp_version=_installed_warp_version(), device=device)
             continue
-        if not request["kernel"]:
+        # A host finding (its hazard lies in the order of launches) names the kernel it launches,
+        # but one kernel's experiment says nothing of it: it needs its launch sequence replayed.
+        if (finding.data.get("host") or not request["kernel"]) and not request["replay_plan"]:
+            why = finding.data.get("replay_unplannable")
             finding.confirmation = _confirmation(
-                {"status": Status.INCONCLUSIVE, "reason": Reason.NOT_IMPORTABLE,
-                 "detail": "the finding names no kernel"},
+                {"status": Status.INCONCLUSIVE,
+                 "reason": Reason.REPLAY_UNSUPPORTED if why else Reason.NOT_IMPORTABLE,
+                 "detail": (f"the recorded launch sequence cannot be replayed: {why}" if why else
+                            "a host-side hazard lives in the order of launches, and the finding carries no launch "
+                            "plan to replay (data['replay_plan'])")
+                 + "; run the program under `warp-lint trace -- COMMAND` to observe it"},
                 warp_version=_installed_warp_version(), device=device)
             continue
         by_file.setdefault(os.path.realpath(finding.path), []).append(planned)
 
     for path, planned in by_file.items():
-        run = _FileRun(path, planned, device=device, timeout=timeout, cache_dir=cache_dir, on_start=on_start)
+        run = _FileRun(path, planned, device=device, timeout=timeout, cache_dir=cache_dir, on_start=on_start,
+                       python=python)
         run.run()
         for item in planned:
             item.finding.confirmation = run.verdicts[item.id]

@@ -25,9 +25,18 @@ class Reason:
     NOT_IMPORTABLE = "not-importable"
     NO_DIFFERENTIABLE_PAIR = "no-differentiable-pair"
     UNKNOWN_STRATEGY = "unknown-strategy"
+    BACKWARD_DISABLED = "backward-disabled"  # the code has no adjoint: no experiment
+    NONDETERMINISTIC = "nondeterministic"  # two identical runs differ beyond nondet_tol
+    NO_COUNTERFACTUAL = "no-counterfactual"  # a disagreement, but no safe form to attribute it
+    COUNTERFACTUAL_DISAGREES = "counterfactual-disagrees"  # the safe form does not remove it
+    ZERO_JACOBIAN = "zero-jacobian"  # AD and FD both all zero: nothing compared
+    NOT_MEASURED = "not-measured"  # whether a derivative flows through the statement is unknown
+    DOES_NOT_MATTER = "does-not-matter"  # no derivative flows through the statement
+    SINGULAR_NOT_REACHED = "singular-not-reached"  # value-dependent hazard never triggered
+    REPLAY_UNSUPPORTED = "replay-unsupported"  # a host launch sequence that cannot be replayed
 
 
-STRATEGIES = ("gradcheck", "overwrite-tracking")
+STRATEGIES = ("gradcheck", "overwrite-tracking", "replay")
 
 
 def strategies_of(data: dict) -> list[str]:

@@ -42,6 +42,9 @@ from typing import Any
 
 from warp_lint.runtime.tracking import parse_messages
 from warp_lint.trace.events import EventWriter
+from warp_lint.trace.observe import UTILITY_OUTPUTS, HostObserver
+from warp_lint.trace.observe import _describe as _describe_array
+from warp_lint.trace.observe import _key
 
 # "Array [...] is being written to by an array copy at FILE:LINE but has already been read from
 #  in a previous launch." (wp.copy while a tape records; 1.19)
@@ -63,6 +66,11 @@ class TapeInfo:
     snapshots: list = dataclasses.field(default_factory=list)
     keys: set = dataclasses.field(default_factory=set)  # arrays read or written on it, for clean-up
     site: dict | None = None
+    backward_ran: bool = False  # since the last reset(): entering it again keeps the old launches
+    resets: int = 0
+    backwards_total: int = 0
+    launched_since_backward: bool = False
+    carried: list = dataclasses.field(default_factory=list)  # reads of state another tape wrote
 
 
 @dataclasses.dataclass
@@ -76,6 +84,7 @@ class Access:
     param: str
     site: dict
     launch: int  # launch number in this process
+    stack: list = dataclasses.field(default_factory=list)
 
     def pending(self) -> bool:
         tape = self.tape()
@@ -167,6 +176,9 @@ class Tracer:
         self.checks_taken: dict[tuple[str, str], int] = {}
         self.coverage_kernels: dict[tuple, Any] = {}
         self.originals: dict[str, Any] = {}
+        self.stores: dict[int, frozenset] = {}
+        self.backward_sites: dict[tuple, int] = {}
+        self.host = HostObserver(self)
 
     # -- plumbing ------------------------------------------------------------------------------
     @property
@@ -198,7 +210,7 @@ class Tracer:
 
     def user_site(self, depth: int = 2) -> dict:
         """The innermost frame outside Warp and warp-lint: where the user's code made the call."""
-        frame = sys._getframe(depth)
+        frame = _frame(depth + 1)
         first = frame
         while frame is not None:
             filename = _realpath(frame.f_code.co_filename)
@@ -207,8 +219,23 @@ class Tracer:
             frame = frame.f_back
         return {"file": _realpath(first.f_code.co_filename), "line": first.f_lineno, "function": first.f_code.co_name}
 
+    def user_stack(self, depth: int = 2, limit: int = 12) -> list[dict]:
+        """The user's frames (outside Warp and warp-lint), innermost first: a finding flagged on a
+        helper call matches what happens inside the helper."""
+        frame = _frame(depth + 1)
+        stack = []
+        while frame is not None and len(stack) < limit:
+            filename = _realpath(frame.f_code.co_filename)
+            if not filename.startswith(self.skip_prefixes) and not filename.startswith("<"):
+                stack.append({"file": filename, "line": frame.f_lineno})
+            frame = frame.f_back
+        return stack
+
     def called_from_warp(self, depth: int = 2) -> bool:
-        return _realpath(sys._getframe(depth).f_code.co_filename).startswith(self.skip_prefixes)
+        try:
+            return _realpath(sys._getframe(depth).f_code.co_filename).startswith(self.skip_prefixes)
+        except ValueError:  # a shallower stack than the wrapper expects
+            return False
 
     def note_site(self, kind: str, site: dict) -> None:
         key = ("site", kind, site["file"], site["line"])
@@ -249,17 +276,49 @@ class Tracer:
 
         def copy(dest, *args, **kwargs):
             tracer.on_array_write(dest, "wp.copy()", 3)
+            tracer.on_host_event(tracer.host.on_copy, args[0] if args else kwargs.get("src"), "wp.copy()", 4)
             return original_copy(dest, *args, **kwargs)
 
         copy.__wrapped__ = original_copy
         copy.__doc__ = original_copy.__doc__
         wp.copy = copy
 
+        original_clone = wp.clone
+
+        def clone(src, *args, **kwargs):
+            tracer.on_host_event(tracer.host.on_copy, src, "wp.clone()", 4)
+            return original_clone(src, *args, **kwargs)
+
+        clone.__wrapped__ = original_clone
+        clone.__doc__ = original_clone.__doc__
+        wp.clone = clone
+
         array_class = wp.array
         for method in ("zero_", "fill_", "assign"):
             original = getattr(array_class, method, None)
             if original is not None:
                 setattr(array_class, method, self._array_writer(original, method))
+        for method in ("numpy", "list"):
+            original = getattr(array_class, method, None)
+            if original is not None:
+                setattr(array_class, method, self._array_reader(original, method))
+        original_init = array_class.__init__
+
+        def init(array, *args, **kwargs):
+            original_init(array, *args, **kwargs)
+            if not tracer.busy:
+                data = args[0] if args else kwargs.get("data")
+                # wp.zeros and friends are Warp's code: the user's frame is found further out.
+                tracer.on_host_event(tracer.host.on_allocation, array, data, 4, from_warp_too=True)
+
+        init.__wrapped__ = original_init
+        init.__doc__ = original_init.__doc__
+        array_class.__init__ = init
+        utils = getattr(wp, "utils", None)
+        for name in UTILITY_OUTPUTS:
+            original = getattr(utils, name, None)
+            if original is not None:
+                setattr(utils, name, self._utility(original, name))
 
         tape_class = wp.Tape
         self._wrap_method(tape_class, "__enter__", self.on_tape_enter)
@@ -274,11 +333,59 @@ class Tracer:
 
             sys.stdout = _Tee(sys.stdout, _StreamSink(self))
 
+    def on_host_event(self, handler: Any, *args: Any, from_warp_too: bool = False) -> None:
+        """Call a :class:`HostObserver` hook (its last argument: the depth of the user's frame as the
+        hook sees it) for user code, not for Warp's own calls unless ``from_warp_too``, never while
+        a check of ours runs; a failure in it is recorded, never raised."""
+        if self.busy:
+            return
+        try:
+            if not from_warp_too and self.called_from_warp(args[-1] - 1):
+                return
+            handler(*args)
+        except Exception:  # noqa: BLE001
+            self.internal_error(getattr(handler, "__name__", "host observer"))
+
+    def _array_reader(self, original: Any, method: str) -> Any:
+        tracer = self
+
+        def reader(array, *args, **kwargs):
+            tracer.on_host_event(tracer.host.on_readback, array, f".{method}()", 4)
+            return original(array, *args, **kwargs)
+
+        reader.__wrapped__ = original
+        reader.__doc__ = original.__doc__
+        reader.__name__ = method
+        return reader
+
+    def _utility(self, original: Any, name: str) -> Any:
+        tracer = self
+        signature = inspect.signature(original)
+
+        def utility(*args, **kwargs):
+            try:
+                bound = signature.bind(*args, **kwargs).arguments
+            except TypeError:
+                bound = {}
+            tracer.on_host_event(tracer.host.on_utility, name, bound, 4)
+            return original(*args, **kwargs)
+
+        utility.__wrapped__ = original
+        utility.__doc__ = original.__doc__
+        utility.__name__ = name
+        return utility
+
     def _array_writer(self, original: Any, method: str) -> Any:
         tracer = self
 
         def writer(array, *args, **kwargs):
             tracer.on_array_write(array, f".{method}()", 3)
+            if method == "assign":
+                source = args[0] if args else kwargs.get("src")
+                if isinstance(source, tracer.wp.array):
+                    tracer.on_host_event(tracer.host.on_copy, source, ".assign()", 4)
+                else:
+                    tracer.on_host_event(tracer.host.on_host_assign, array, source, 4)
             return original(array, *args, **kwargs)
 
         writer.__wrapped__ = original
@@ -369,7 +476,7 @@ class Tracer:
         file, name, first_line = self.kernel_identity(kernel)
         self.launch_number += 1
         before = {"site": site, "tape": tape, "recorded": recorded, "file": file, "name": name,
-                  "first_line": first_line, "number": self.launch_number}
+                  "first_line": first_line, "number": self.launch_number, "stack": self.user_stack(4)}
         flagged = self.kernels.get(file, {}).get(name)
         if flagged and recorded and self.gradcheck:
             self.maybe_snapshot(kernel, bound, before, flagged)
@@ -444,6 +551,17 @@ class Tracer:
         result = self.effects[id(kernel)] = (frozenset(reads), frozenset(writes))
         return result
 
+    def kernel_stores(self, kernel: Any, params: set[str]) -> frozenset:
+        """Parameters the kernel stores into (``a[i] = ...``), as opposed to accumulating."""
+        cached = self.stores.get(id(kernel))
+        if cached is None:
+            try:
+                cached = frozenset(_syntactic_stores(kernel.func, params))
+            except Exception:  # noqa: BLE001 - source not available
+                cached = frozenset()
+            self.stores[id(kernel)] = cached
+        return cached
+
     def after_launch(self, before: dict, bound: dict) -> None:
         wp = self.wp
         kernel = bound["kernel"]
@@ -457,7 +575,8 @@ class Tracer:
             self.seen.add(marker)
             self.events.write("launch", file=file, kernel=name, kernel_line=before["first_line"], site=site,
                               recorded=recorded, tape=info.serial if info and recorded else None,
-                              tape_active=tape is not None)
+                              tape_active=tape is not None, stack=before["stack"],
+                              epoch=info.epoch if info else None)
         self.note_site("launch", site)
 
         values = list(bound.get("inputs") or []) + list(bound.get("outputs") or [])
@@ -467,22 +586,28 @@ class Tracer:
         reads, writes = self.kernel_effects(kernel, file, name)
         arrays = [(p, v, _key(v)) for p, v in zip(params, values) if isinstance(v, wp.array) and _key(v)]
         label = f"kernel `{name}`"
+        try:
+            self.host.on_launch(before, arrays, reads, writes, self.kernel_stores(kernel, set(params)))
+        except Exception:  # noqa: BLE001
+            self.internal_error("host.on_launch")
 
         # Writes first: Warp allows a write then a read of one array inside one launch.
         read_keys = {k: p for p, v, k in arrays if p in reads}
         for param, value, key in arrays:
             if param not in writes:
                 continue
-            self.check_overwrite(key, value, f"{label} (parameter `{param}`)", site, before["number"])
+            self.check_overwrite(key, value, f"{label} (parameter `{param}`)", site, before["number"],
+                                 before["stack"])
             if key in read_keys and read_keys[key] != param and recorded:
                 self.report_overwrite(
                     "same-launch", key, value, writer=f"{label} (parameter `{param}`)", writer_site=site,
-                    reader={"kernel": name, "param": read_keys[key], "site": site, "tape": info.serial})
+                    reader={"kernel": name, "param": read_keys[key], "site": site, "tape": info.serial},
+                    writer_stack=before["stack"])
         if tape is not None and not recorded:
             for param, value, key in arrays:
                 if param in writes:
                     self.unrecorded[key] = Access(weakref.ref(tape), info.serial, info.epoch, name, param, site,
-                                                  before["number"])
+                                                  before["number"], before["stack"])
         if not recorded:
             return
         for param, value, key in arrays:
@@ -502,23 +627,26 @@ class Tracer:
                                           before["number"])
                 info.keys.add(key)
 
-    def check_overwrite(self, key: tuple, value: Any, writer: str, site: dict, number: int | None) -> None:
+    def check_overwrite(self, key: tuple, value: Any, writer: str, site: dict, number: int | None,
+                        stack: list | None = None) -> None:
         for access in self.reads.get(key, ()):
             if access.launch == number or not access.pending():
                 continue
             self.report_overwrite("overwrite", key, value, writer=writer, writer_site=site,
                                   reader={"kernel": access.kernel, "param": access.param, "site": access.site,
-                                          "tape": access.serial})
+                                          "tape": access.serial}, writer_stack=stack)
 
     def report_overwrite(self, how: str, key: tuple, value: Any, *, writer: str, writer_site: dict,
-                         reader: dict) -> None:
+                         reader: dict, writer_stack: list | None = None) -> None:
         marker = ("overwrite", how, writer_site["file"], writer_site["line"], reader["site"]["file"],
                   reader["site"]["line"], reader["param"])
         if marker in self.seen:
             return
         self.seen.add(marker)
+        # `recording: false`: the overwrite happened between the tape block and backward() (WL211).
         self.events.write("overwrite", how=how, writer=writer, site=writer_site, reader=reader,
-                          array=_describe_array(value))
+                          array=_describe_array(value), stack=writer_stack or [writer_site],
+                          recording=self.active_tape() is not None)
 
     def report_crossing(self, key, value, writer: Access, reader_kernel, reader_param, site, info) -> None:
         marker = ("crossing", writer.site["file"], writer.site["line"], site["file"], site["line"])
@@ -536,7 +664,8 @@ class Tracer:
             return
         self.seen.add(marker)
         self.events.write("unrecorded-feeds", array=_describe_array(value),
-                          writer={"kernel": hidden.kernel, "param": hidden.param, "site": hidden.site},
+                          writer={"kernel": hidden.kernel, "param": hidden.param, "site": hidden.site,
+                                  "stack": hidden.stack},
                           reader={"kernel": reader_kernel, "param": reader_param, "site": site, "tape": info.serial})
 
     def on_array_write(self, array: Any, what: str, depth: int) -> None:
@@ -550,7 +679,7 @@ class Tracer:
                 return
             site = self.user_site(depth)
             self.note_site(what.strip(".()").replace("wp.", ""), site)
-            self.check_overwrite(key, array, f"`{what}`", site, None)
+            self.check_overwrite(key, array, f"`{what}`", site, None, self.user_stack(depth))
         except Exception:  # noqa: BLE001
             self.internal_error("on_array_write")
 
@@ -562,6 +691,7 @@ class Tracer:
                 info = self.tape_info(tape)
                 info.site = site
                 self.note_site("enter", site)
+                self.host.on_enter(tape, info, site, self.user_stack(3))
                 outer = self.active_tape()
                 if outer is not None and outer is not tape:
                     outer_info = self.tape_info(outer)
@@ -586,6 +716,9 @@ class Tracer:
             try:
                 info = self.tape_info(tape)
                 info.backwards_since_zero = 0
+                info.backward_ran = False
+                info.resets += 1
+                info.carried = []
                 self._consume(info)
                 info.snapshots.clear()
                 self.note_site("tape-reset", self.user_site(3))
@@ -611,22 +744,32 @@ class Tracer:
             return original(tape, *args, **kwargs)
         info = site = None
         accumulated: list[str] = []
+        observed: dict[str, Any] = {}
         try:
             info = self.tape_info(tape)
             site = self.user_site(3)
             self.note_site("backward", site)
             info.backwards_since_zero += 1
-            if info.backwards_since_zero >= 2:
-                loss = args[0] if args else kwargs.get("loss")
+            loss = args[0] if args else kwargs.get("loss")
+            here = (site["file"], site["line"])
+            self.backward_sites[here] = self.backward_sites.get(here, 0) + 1
+            # Again on this tape, or again at this line (a loop recording a fresh tape each pass into
+            # the same arrays): gradients that are non-zero already add up.
+            if info.backwards_since_zero >= 2 or self.backward_sites[here] >= 2:
                 accumulated = self.nonzero_input_gradients(tape, loss)
+            grads = args[1] if len(args) > 1 else kwargs.get("grads")
+            observed = self.host.before_backward(tape, info, loss, grads, site, self.user_stack(3))
         except Exception:  # noqa: BLE001
             self.internal_error("on_backward")
         result = original(tape, *args, **kwargs)
         if info is None:
             return result
         try:
+            info.backward_ran = True
+            info.backwards_total += 1
             self.events.write("backward", tape=info.serial, site=site, count=info.backwards_since_zero,
-                              accumulated=accumulated, launches=sum(1 for l in tape.launches if not callable(l)))
+                              accumulated=accumulated, launches=sum(1 for l in tape.launches if not callable(l)),
+                              **observed)
             self._consume(info)
             snapshots, info.snapshots = info.snapshots, []
             for snapshot in snapshots:
@@ -775,19 +918,21 @@ class Tracer:
 
 
 # -- helpers -----------------------------------------------------------------------------------
-def _key(array: Any) -> tuple | None:
-    ptr = getattr(array, "ptr", None)
-    if not ptr:
-        return None
-    return (str(array.device), int(ptr))
+def _frame(depth: int) -> Any:
+    """``sys._getframe(depth)`` (counted from the caller), or the outermost frame of a shallower stack."""
+    frame = sys._getframe(1)
+    for _ in range(depth - 1):
+        if frame.f_back is None:
+            break
+        frame = frame.f_back
+    return frame
 
 
-def _describe_array(array: Any) -> dict[str, Any]:
-    try:
-        dtype = getattr(array.dtype, "__name__", str(array.dtype))
-        return {"shape": list(array.shape), "dtype": dtype}
-    except Exception:  # noqa: BLE001
-        return {}
+def _syntactic_stores(func: Any, params: set[str]) -> set[str]:
+    tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    return {node.value.id for node in ast.walk(tree)
+            if isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name) and node.value.id in params}
 
 
 def _precision_kind(wp: Any, dtype: Any) -> str | None:

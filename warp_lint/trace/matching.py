@@ -41,6 +41,19 @@ PROBLEM_CODES = {
     "WR205": ("unrecorded-launch-observed", "a launch not recorded on the active tape wrote an array that a"
                                             " recorded launch then read"),
     "WR206": ("overwrite-warning-unpredicted", "Warp's overwrite tracking warned where no static finding is"),
+    "WR207": ("tape-reuse-observed", "a tape was entered again after its backward() without reset(): its old"
+                                     " launches are replayed again"),
+    "WR209": ("untaped-utility-observed", "a wp.utils reduction, scan or sort ran while a tape recorded, and a"
+                                          " recorded launch (or the loss) used its output"),
+    "WR210": ("loss-outside-tape-observed", "backward() started from a loss last written by a launch the tape did"
+                                            " not record"),
+    "WR211": ("host-roundtrip-observed", "an array the tape computed was read to the host and host data was"
+                                         " written back into an array in the same recording"),
+    "WR212": ("retained-grad-rewrite-observed", "a recorded launch stored into a retain_grad=True array that"
+                                                " another launch on the same tape had written"),
+    "WR213": ("gradient-chain-cut-observed", "a recorded launch read an array without requires_grad that an"
+                                             " earlier launch on the same tape wrote (or backward() started from"
+                                             " such a loss)"),
 }
 
 CONFIRMED, CLEARED, NOT_EXERCISED, INCONCLUSIVE = "confirmed", "cleared", "not_exercised", "inconclusive"
@@ -61,6 +74,15 @@ def _real(path: str) -> str:
 
 def _in_range(site: dict | None, path: str, first: int, last: int) -> bool:
     return bool(site) and site.get("file") == path and first <= int(site.get("line", 0)) <= last
+
+
+def _hit(where: dict | None, path: str, first: int, last: int) -> bool:
+    """Whether an event's place (its site, or any frame of its user call stack) is the flagged code:
+    a finding on a helper call matches what the helper did."""
+    if not where:
+        return False
+    return _in_range(where.get("site"), path, first, last) or any(
+        _in_range(frame, path, first, last) for frame in where.get("stack") or ())
 
 
 @dataclasses.dataclass
@@ -92,6 +114,7 @@ class RunFacts:
                 facts.touched.add(site["file"])
                 if kind in ("site", "launch", "backward", "nested-tape"):
                     facts.sites.append(site)
+                    facts.sites.extend(event.get("stack") or ())
             if kind == "start":
                 facts.processes += 1
                 facts.warp_version = facts.warp_version or event.get("warp_version")
@@ -110,6 +133,7 @@ class RunFacts:
             elif kind == "instrument-error":
                 facts.instrument_errors.append(str(event.get("detail")))
         facts.harmful_crossings = _harmful_crossings(events)
+        facts.by_kind["overwrite"] = _harmful_overwrites(events)
         return facts
 
     def site_ran(self, path: str, first: int, last: int) -> bool:
@@ -118,6 +142,18 @@ class RunFacts:
     def launch_count(self, path: str, kernel: str) -> int:
         counted = self.launch_counts.get(f"{path}::{kernel}")
         return counted if counted else len(self.launches.get((path, kernel), ()))
+
+
+def _harmful_overwrites(events: list[dict[str, Any]]) -> list[dict]:
+    """Overwrites after which the reading tape's backward() ran: one whose tape is never
+    differentiated changes no gradient."""
+    later: dict[tuple, int] = {}
+    for event in events:
+        if event.get("event") == "backward":
+            key = (event.get("pid", 0), event.get("tape"))
+            later[key] = max(later.get(key, 0), event.get("seq", 0))
+    return [e for e in events if e.get("event") == "overwrite"
+            and later.get((e.get("pid", 0), (e.get("reader") or {}).get("tape")), -1) > e.get("seq", 0)]
 
 
 def _harmful_crossings(events: list[dict[str, Any]]) -> list[dict]:
@@ -173,7 +209,7 @@ def _judge_host(finding, path, first, last, facts: RunFacts, config) -> Confirma
     code = finding.code
     ran = facts.site_ran(path, first, last)
     if code == "WL201":
-        overwrites = [e for e in facts.by_kind["overwrite"] if _in_range(e["site"], path, first, last)]
+        overwrites = [e for e in facts.by_kind["overwrite"] if _hit(e, path, first, last)]
         warnings = [e for e in facts.by_kind["tracker"] if e.get("kind") in ("across-launches", "operation")
                     and _in_range(e.get("site"), path, first, last)]
         if overwrites or warnings:
@@ -208,7 +244,7 @@ def _judge_host(finding, path, first, last, facts: RunFacts, config) -> Confirma
                                  " without the other tape's backward() following", facts, config)
         return _confirmation(NOT_EXERCISED, "not-reached: the flagged code never ran", facts, config)
     if code == "WL204":
-        repeated = [e for e in facts.by_kind["backward"] if _in_range(e["site"], path, first, last)]
+        repeated = [e for e in facts.by_kind["backward"] if _hit(e, path, first, last)]
         accumulating = [e for e in repeated if e.get("accumulated")]
         if accumulating:
             e = accumulating[0]
@@ -220,7 +256,7 @@ def _judge_host(finding, path, first, last, facts: RunFacts, config) -> Confirma
                                  " gradients", facts, config)
         return _confirmation(NOT_EXERCISED, "not-reached: the flagged backward() never ran", facts, config)
     if code == "WL205":
-        feeds = [e for e in facts.by_kind["unrecorded-feeds"] if _in_range(e["writer"]["site"], path, first, last)]
+        feeds = [e for e in facts.by_kind["unrecorded-feeds"] if _hit(e["writer"], path, first, last)]
         if feeds:
             e = feeds[0]
             return _confirmation(CONFIRMED, f"unrecorded-observed: kernel `{e['writer']['kernel']}` was not recorded and"
@@ -230,8 +266,154 @@ def _judge_host(finding, path, first, last, facts: RunFacts, config) -> Confirma
             return _confirmation(CLEARED, "unrecorded-harmless: the launch ran, and no recorded launch read what it"
                                  " wrote", facts, config)
         return _confirmation(NOT_EXERCISED, "not-reached: the flagged launch never ran", facts, config)
+    observe = _HOST_OBSERVATIONS.get(code)
+    if observe is not None:
+        return observe(path, first, last, facts, config, ran)
     return _confirmation(INCONCLUSIVE, f"no-runtime-check: trace has no runtime observation for {code}"
                          + (" (the line ran)" if ran else ""), facts, config)
+
+
+def _where_of(place: dict | None) -> str:
+    return _where((place or {}).get("site") or ((place or {}).get("stack") or [None])[0])
+
+
+def _observed(facts: RunFacts, config, ran: bool, found: list, *, confirm: str, clear: str, not_reached: str,
+              detail, evidence_key: str, status: str = CONFIRMED) -> Confirmation:
+    if found:
+        return _confirmation(status, f"{confirm}: {detail(found[0])}", facts, config, **{evidence_key: found[:5]})
+    if ran:
+        return _confirmation(CLEARED, clear, facts, config)
+    return _confirmation(NOT_EXERCISED, f"not-reached: {not_reached}", facts, config)
+
+
+def _judge_wl203(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    readbacks = facts.by_kind["readback"]
+    writes = [e for e in facts.by_kind["host-write"] + facts.by_kind["launch"] if _hit(e, path, first, last)
+              and e.get("tape") is not None]
+    found = []
+    for write in writes:
+        earlier = [r for r in readbacks if r.get("pid") == write.get("pid") and r["tape"] == write["tape"]
+                   and r.get("epoch") == write.get("epoch") and r["seq"] < write["seq"]]
+        if earlier:
+            found.append({"readback": earlier[-1], "write": write})
+    return _observed(
+        facts, config, ran or bool(writes), found, confirm="roundtrip-observed",
+        detail=lambda f: (f"`{f['readback']['how']}` at {_where_of(f['readback'])} read an array the tape computed"
+                          f" to the host while it recorded, and this line then fed host data back into the"
+                          f" recording: the tape cannot see through the copy"),
+        clear="no-roundtrip: the flagged code ran while a tape recorded, with no host read of a computed array"
+              " before it", not_reached="the flagged code never ran while a tape recorded",
+        evidence_key="roundtrips")
+
+
+def _judge_wl206(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    found = [e for e in facts.by_kind["grad-cut"] if _hit(e.get("allocation"), path, first, last)]
+    return _observed(
+        facts, config, ran, found, confirm="chain-cut-observed",
+        detail=lambda e: (f"the array allocated here (no requires_grad) was written by kernel"
+                          f" `{e['writer']['kernel']}` ({_where_of(e['writer'])}) and read by kernel"
+                          f" `{e['reader']['kernel']}` ({_where_of(e['reader'])}) on the same tape: no gradient"
+                          f" passes it" if e["how"] == "read" else
+                          f"backward() at {_where_of(e['backward'])} started from this loss, allocated without"
+                          f" requires_grad"),
+        clear="grad-ok: the allocation ran and no recorded launch chain passed through it without a gradient",
+        not_reached="the allocation never ran", evidence_key="cuts")
+
+
+def _judge_wl207(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    found = [e for e in facts.by_kind["tape-reentered"] if _hit(e, path, first, last)]
+    return _observed(
+        facts, config, ran, found, confirm="reuse-observed",
+        detail=lambda e: (f"the tape was entered here holding {e['held']} launch(es) that backward() had already"
+                          f" replayed {e['backwards']} time(s), with no reset() between: they are replayed again"),
+        clear="fresh-tape: the tape was entered here with no launches left from an earlier backward()",
+        not_reached="the `with` never ran", evidence_key="reentries")
+
+
+def _judge_wl208(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    backwards = [e for e in facts.by_kind["backward"] if _hit(e, path, first, last)]
+    found = [e for e in backwards if e.get("carried")]
+    return _observed(
+        facts, config, ran or bool(backwards), found, confirm="truncation-observed",
+        detail=lambda e: (f"this backward() ran on a tape whose kernel `{e['carried'][0]['reader']['kernel']}`"
+                          f" read state kernel `{e['carried'][0]['writer']['kernel']}`"
+                          f" ({_where_of(e['carried'][0]['writer'])}) wrote on an earlier tape whose backward()"
+                          f" had already run: the gradient stops at the carried state"),
+        clear="no-carried-state: backward() ran here on tapes that read no state another tape wrote",
+        not_reached="the flagged backward() never ran", evidence_key="truncations")
+
+
+def _judge_wl209(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    calls = [e for e in facts.by_kind["utility"] if _hit(e, path, first, last)]
+    found = [e for e in facts.by_kind["untaped-feeds"] if _hit(e.get("call"), path, first, last)]
+    return _observed(
+        facts, config, ran or bool(calls), found, confirm="untaped-observed",
+        detail=lambda e: (f"`{e['call']['function']}` ran while the tape recorded and its output was then used"
+                          f" by " + (f"kernel `{e['reader']['kernel']}`" if e["reader"].get("kernel")
+                                     else "the loss of backward()") + ": the tape never saw it"),
+        clear="untaped-harmless: the call ran while a tape recorded, but nothing recorded used its output",
+        not_reached="the call never ran while a tape recorded", evidence_key="feeds")
+
+
+def _judge_wl210(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    found = [e for e in facts.by_kind["loss-outside"] if _hit(e.get("writer"), path, first, last)]
+    return _observed(
+        facts, config, ran, found, confirm="loss-outside-observed",
+        detail=lambda e: (f"kernel `{e['writer']['kernel']}` wrote the loss here without the tape recording it,"
+                          f" and backward() at {_where_of(e['backward'])} started from it: the seed reaches nothing"),
+        clear="loss-recorded: the flagged code ran, and every backward() started from a loss its tape wrote",
+        not_reached="the flagged code never ran", evidence_key="losses")
+
+
+def _judge_wl211(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    found = [e for e in facts.by_kind["overwrite"] if not e.get("recording", True) and _hit(e, path, first, last)]
+    return _observed(
+        facts, config, ran, found, confirm="overwrite-observed",
+        detail=lambda e: (f"{e['writer']} overwrote `{e['reader']['param']}` after the tape block, before"
+                          f" backward(): kernel `{e['reader']['kernel']}` ({_where(e['reader']['site'])}) read it"
+                          f" on that tape and its adjoint replays the new values"),
+        clear="write-ran-harmlessly: the flagged write ran, and no array a pending tape had read was overwritten",
+        not_reached="the flagged write never ran", evidence_key="overwrites")
+
+
+def _judge_wl212(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    found = [e for e in facts.by_kind["retained-rewrite"] if _hit(e.get("allocation"), path, first, last)]
+    return _observed(
+        facts, config, ran, found, confirm="retained-rewrite-observed",
+        detail=lambda e: (f"kernel `{e['second']['kernel']}` ({_where_of(e['second'])}) stored into this"
+                          f" retain_grad=True array after kernel `{e['first']['kernel']}` ({_where_of(e['first'])})"
+                          f" wrote it on the same tape: the overwritten store's adjoint reads the retained gradient"),
+        clear="no-rewrite: the allocation ran and no recorded launch stored into it twice on one tape",
+        not_reached="the allocation never ran", evidence_key="rewrites")
+
+
+def _judge_wl213(path, first, last, facts: RunFacts, config, ran) -> Confirmation:
+    found = [e for e in facts.by_kind["copy-source-read"] if _hit(e.get("copy"), path, first, last)]
+    version = facts.warp_version or ""
+    affected = versions_overlap("<1.17", version)
+    if found and not affected:
+        e = found[0]
+        return _confirmation(CLEARED, f"not-affected: {e['copy']['what']} ran on the tape and kernel"
+                             f" `{e['reader']['kernel']}` read its source later, but on warp {version} the copy's"
+                             " adjoint adds to the source's gradient (fixed in 1.17)", facts, config, copies=found[:5])
+    return _observed(
+        facts, config, ran, found, confirm="copy-adjoint-observed",
+        detail=lambda e: (f"{e['copy']['what']} ran on the tape and kernel `{e['reader']['kernel']}`"
+                          f" ({_where_of(e['reader'])}) read its source later: on warp {version} the copy's"
+                          " adjoint overwrites that source's gradient"),
+        clear="copy-harmless: the copy ran, and no later recorded launch read its source",
+        not_reached="the copy never ran", evidence_key="copies")
+
+
+_HOST_OBSERVATIONS = {"WL203": _judge_wl203, "WL206": _judge_wl206, "WL207": _judge_wl207, "WL208": _judge_wl208,
+                      "WL209": _judge_wl209, "WL210": _judge_wl210, "WL211": _judge_wl211, "WL212": _judge_wl212,
+                      "WL213": _judge_wl213}
+
+
+def versions_overlap(specifier: str, version: str) -> bool:
+    from warp_lint.versions import overlaps
+
+    return bool(version) and overlaps(specifier, f"=={version}")
 
 
 def _hits(check: dict, line: int) -> int | None:
@@ -370,6 +552,8 @@ def runtime_problems(findings: list[Finding], facts: RunFacts, config: dict[str,
     seen: set = set()
 
     def add(code, site, message, **evidence):
+        if not site:
+            return
         key = (code, site.get("file"), site.get("line"))
         if key in seen or "site-packages" in str(site.get("file")):
             return
@@ -377,7 +561,7 @@ def runtime_problems(findings: list[Finding], facts: RunFacts, config: dict[str,
         problems.append(_problem(code, site, message, facts, config, sources, **evidence))
 
     for e in facts.by_kind["overwrite"]:
-        if not _covered(findings, "WL201", e["site"]):
+        if not _covered_by_stack(findings, "WL201", e) and not _covered_by_stack(findings, "WL211", e):
             how = ("passes one array to a parameter it reads and to one it writes" if e["how"] == "same-launch"
                    else "overwrites an array")
             add("WR201", e["site"], f"{e['writer']} {how} that kernel `{e['reader']['kernel']}` read (parameter"
@@ -408,11 +592,56 @@ def runtime_problems(findings: list[Finding], facts: RunFacts, config: dict[str,
             add("WR204", e["site"], f"backward() call {e['count']} on this tape since its last zero()/reset() added into"
                 f" non-zero gradients ({', '.join(e['accumulated'][:5])}): they add up", backward=e)
     for e in facts.by_kind["unrecorded-feeds"]:
-        if not _covered(findings, "WL205", e["writer"]["site"]):
+        if not _covered_by_stack(findings, "WL205", e["writer"]):
             add("WR205", e["writer"]["site"], f"kernel `{e['writer']['kernel']}` ran while a tape was recording but was"
                 f" not recorded, and kernel `{e['reader']['kernel']}` ({_where(e['reader']['site'])}) read what it wrote"
                 " on that tape: backward() stops there", feed=e)
+    _host_problems(findings, facts, add)
     return sorted(problems, key=lambda p: p.sort_key())
+
+
+def _covered_by_stack(findings: list[Finding], code: str, place: dict | None) -> bool:
+    if not place:
+        return False
+    frames = [place.get("site"), *(place.get("stack") or ())]
+    return any(_covered(findings, code, frame) for frame in frames if frame)
+
+
+def _host_problems(findings: list[Finding], facts: RunFacts, add) -> None:
+    """Runtime-only problems of the host observations no static finding predicted."""
+    def at(place: dict | None) -> dict | None:
+        return (place or {}).get("site") or ((place or {}).get("stack") or [None])[0]
+
+    for e in facts.by_kind["tape-reentered"]:
+        if not _covered_by_stack(findings, "WL207", e):
+            add("WR207", at(e), f"the tape is entered again holding {e['held']} launch(es) that backward() already"
+                f" replayed, with no reset() between: backward() replays them again and the gradients add up",
+                reentry=e)
+    for e in facts.by_kind["untaped-feeds"]:
+        if not _covered_by_stack(findings, "WL209", e.get("call")):
+            add("WR209", at(e.get("call")), f"`{e['call']['function']}` runs while the tape records and its output"
+                " is used on the tape: backward() passes no gradient through it", feed=e)
+    for e in facts.by_kind["loss-outside"]:
+        if not _covered_by_stack(findings, "WL210", e.get("writer")):
+            add("WR210", at(e.get("writer")), f"kernel `{e['writer']['kernel']}` writes the loss outside the tape"
+                f" that backward() ({_where_of(e['backward'])}) starts from: every gradient is zero", loss=e)
+    for e in facts.by_kind["host-write"]:
+        earlier = [r for r in facts.by_kind["readback"] if r.get("pid") == e.get("pid") and r["tape"] == e["tape"]
+                   and r.get("epoch") == e.get("epoch") and r["seq"] < e["seq"]]
+        if earlier and not _covered_by_stack(findings, "WL203", e):
+            add("WR211", at(e), f"host data is written back into the recording ({e['what']}) after"
+                f" `{earlier[-1]['how']}` ({_where_of(earlier[-1])}) read an array the tape computed: the tape"
+                " cannot see through the round trip", roundtrip={"readback": earlier[-1], "write": e})
+    for e in facts.by_kind["retained-rewrite"]:
+        if not _covered_by_stack(findings, "WL212", e.get("allocation")):
+            add("WR212", at(e.get("allocation")) or at(e.get("second")), "a retain_grad=True array allocated here"
+                f" is stored into again by kernel `{e['second']['kernel']}` on the tape that already wrote it:"
+                " the gradient double counts", rewrite=e)
+    for e in facts.by_kind["grad-cut"]:
+        if not _covered_by_stack(findings, "WL206", e.get("allocation")):
+            place = at(e.get("allocation")) or at(e.get("reader")) or at(e.get("backward"))
+            add("WR213", place, "an array without requires_grad (allocated here) is on the tape's path to the"
+                " loss: no gradient passes it", cut=e)
 
 
 def summarize(findings: list[Finding], problems: list[Finding]) -> dict[str, int]:

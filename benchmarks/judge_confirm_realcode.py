@@ -1,0 +1,308 @@
+"""Judge a seeded sample of decided verdicts of ``bench_confirm_realcode.py`` by an independent check.
+
+    python benchmarks/judge_confirm_realcode.py confirm-realcode-verdicts.json --sample 30 --seed 15
+
+For each sampled verdict (confirmed or cleared) a fresh process of the scratch venv's Python runs
+:data:`CHECK`: it imports the project module by its dotted name, takes the user's own kernel (for
+a ``@wp.func``, a five-line wrapper kernel calling it), draws inputs a user would pass (standard
+normal values, unit quaternions and rotations, integer indices ``i % n``, counts equal to the
+thread count; for a value-dependent finding the singular configuration a user meets: coincident
+points, zero vectors, large exponents), and compares the full Jacobian from ``wp.Tape`` with
+central finite differences at two steps in float64 arithmetic. None of warp-lint's runtime code
+is used. A confirmed verdict is judged right when the check finds a converged disagreement, a
+cleared one when it finds agreement with a non-zero Jacobian; anything else is printed for a
+human look and recorded as ``wrong`` (or ``undecided`` when the check cannot run the kernel).
+The judgements go to ``--out`` (JSON), one per verdict, with the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import realcode  # noqa: E402
+
+CHECK = textwrap.dedent('''
+    import importlib, inspect, json, os, sys, tempfile, textwrap, types
+    import numpy as np
+    import warp as wp
+
+    request = json.loads(sys.argv[1])
+    wp.config.quiet = True
+    wp.config.kernel_cache_dir = request["cache"]
+    wp.init()
+    module = importlib.import_module(request["module"])
+    line, name, kind = request["line"], request["kernel"], request["kind"]
+
+    def spans(func):
+        try:
+            lines, first = inspect.getsourcelines(func)
+        except (OSError, TypeError):
+            return False
+        return func.__name__ == name and first <= line < first + len(lines)
+
+    candidates = []
+    context = wp._src.context
+    for warp_module in list(context.user_modules.values()):
+        pool = list(warp_module.kernels.values()) if kind == "kernel" else [
+            o for f in warp_module.functions.values() for o in [f, *f.user_overloads.values()]]
+        candidates += [k for k in pool if getattr(k, "func", None) is not None
+                       and os.path.realpath(k.func.__code__.co_filename) == os.path.realpath(module.__file__)
+                       and spans(k.func)]
+    if not candidates:
+        print(json.dumps({"outcome": "not-found"})); sys.exit(0)
+    target = candidates[0]
+    N = 4
+
+    def arg_types(obj):
+        if isinstance(obj, wp.Kernel):
+            return [(a.label, a.type) for a in obj.adj.args]
+        return list(obj.input_types.items())
+
+    kernel, returns = target, []
+    if kind == "func":
+        # A kernel calling the function once per thread, each value argument read from an array.
+        params, call = [], []
+        names = {}
+        for pname, t in arg_types(target):
+            key = "_t_" + pname
+            names[key] = t
+            if wp.types.is_array(t):
+                params.append(f"{pname}: {key}"); call.append(pname)
+            elif t in (int, wp.int32):
+                call.append("_i")
+            else:
+                params.append(f"{pname}: wp.array(dtype={key})"); call.append(f"{pname}[_i]")
+        target.build(None)
+        returns = [v.type for v in (target.adj.return_var or [])]
+        for k, t in enumerate(returns):
+            names[f"_r_{k}"] = t
+            params.append(f"ret{k}: wp.array(dtype=_r_{k})")
+        body = f"_i = wp.tid()\\n"
+        outs = ", ".join(f"r{k}" for k in range(len(returns)))
+        body += (f"{outs} = _f({', '.join(call)})\\n" if returns else f"_f({', '.join(call)})\\n")
+        body += "".join(f"ret{k}[_i] = r{k}\\n" for k in range(len(returns)))
+        source = f"@wp.kernel\\ndef judge_wrapper({', '.join(params)}):\\n" + textwrap.indent(body, "    ")
+        directory = tempfile.mkdtemp()
+        path = os.path.join(directory, "judge_wrapper.py")
+        open(path, "w").write(source)
+        namespace = types.ModuleType("judge_wrapper_" + str(abs(hash(path))))
+        namespace.__dict__.update(wp=wp, _f=target, **names)
+        namespace.__file__ = path
+        sys.modules[namespace.__name__] = namespace
+        exec(compile(source, path, "exec"), namespace.__dict__)
+        kernel = namespace.judge_wrapper
+
+    rng = np.random.default_rng(request["seed"])
+    singular = request["singular"]
+
+    def scalar_of(dtype):
+        return getattr(dtype, "_wp_scalar_type_", dtype)
+
+    def floats(shape, dtype, mode):
+        full = shape + tuple(getattr(dtype, "_shape_", ()))
+        values = {"normal": lambda: rng.standard_normal(full), "unit": lambda: rng.uniform(0.1, 0.9, full),
+                  "positive": lambda: rng.uniform(0.5, 2.0, full)}[mode]()
+        kind_name = getattr(dtype, "_wp_generic_type_str_", "")
+        if kind_name == "quat_t":
+            values /= np.linalg.norm(values, axis=-1, keepdims=True)
+        if kind_name == "transform_t":
+            values[..., 3:] /= np.linalg.norm(values[..., 3:], axis=-1, keepdims=True)
+        return values
+
+    def make(mode):
+        args, float_arrays = [], []
+        for pname, t in arg_types(kernel):
+            if wp.types.is_array(t):
+                dtype = t.dtype
+                shape = (N,) * t.ndim
+                if scalar_of(dtype) in (wp.float16, wp.float32, wp.float64):
+                    values = floats(shape, dtype, mode)
+                    args.append(wp.array(values.astype(np.float64), dtype=dtype, shape=shape, requires_grad=True))
+                    float_arrays.append(pname)
+                else:
+                    args.append(wp.array((np.arange(int(np.prod(shape))) % N).reshape(shape), dtype=dtype))
+            elif t in (int, wp.int32, wp.int64, wp.uint32):
+                args.append(N)
+            elif t in (bool, wp.bool):
+                args.append(True)
+            elif hasattr(t, "_shape_"):
+                args.append(t(*floats((1,), t, mode)[0].ravel().tolist()))
+            else:
+                args.append(float(floats((1,), wp.float32, mode)[0]))
+        if singular == "sqrt-zero":
+            # Coincident points: every vector array equal to the first of its type, and each one's
+            # elements all equal (a collapsed element); a vector a @wp.func takes, or one passed by
+            # value, is the zero vector (a point on the axis).
+            vectors = [a for a in args if isinstance(a, wp.array) and hasattr(a.dtype, "_shape_")]
+            for a in vectors[1:]:
+                if a.dtype == vectors[0].dtype and a.shape == vectors[0].shape:
+                    a.assign(vectors[0].numpy())
+            for a in vectors:
+                values = a.numpy().copy()
+                flat = values.reshape((-1,) + values.shape[a.ndim:])
+                flat[:] = 0.0 if kind == "func" else flat[0]
+                a.assign(flat.reshape(values.shape))
+            for position, a in enumerate(args):
+                if not isinstance(a, wp.array) and hasattr(type(a), "_shape_"):
+                    args[position] = type(a)(*([0.0] * int(np.prod(type(a)._shape_))))
+        if singular == "unselected-nonfinite":
+            for a in args:
+                if isinstance(a, wp.array) and a.dtype in (wp.float32, wp.float64):
+                    a.assign(a.numpy() * 100.0)
+        return args, float_arrays
+
+    def run(args, overrides=None):
+        fresh = []
+        for a in args:
+            if isinstance(a, wp.array):
+                fresh.append(wp.array(a.numpy(), dtype=a.dtype, shape=a.shape, requires_grad=a.requires_grad))
+            else:
+                fresh.append(a)
+        for index, values in (overrides or {}).items():
+            fresh[index].assign(values)
+        return fresh
+
+    dim = N if kind == "func" or "tid" in inspect.getsource(target.func) else 1
+    labels = [a.label for a in kernel.adj.args]
+
+    def launch(args):
+        wp.launch(kernel, dim=dim, inputs=args)
+        wp.synchronize()
+
+    for mode in ("normal", "unit", "positive"):
+        args, float_arrays = make(mode)
+        probe = run(args)
+        launch(probe)
+        outputs = [i for i, (a, b) in enumerate(zip(args, probe)) if isinstance(a, wp.array)
+                   and labels[i] in float_arrays and not np.array_equal(a.numpy(), b.numpy())]
+        finite = all(np.all(np.isfinite(b.numpy())) for b in probe if isinstance(b, wp.array)
+                     and scalar_of(b.dtype) in (wp.float32, wp.float64))
+        if finite and outputs:
+            break
+    if not outputs:
+        print(json.dumps({"outcome": "no-output", "mode": mode})); sys.exit(0)
+    inputs = [i for i, pname in enumerate(labels) if pname in float_arrays]
+
+    def values(arrays, index):
+        return arrays[index].numpy().astype(np.float64).ravel()
+
+    # FD: one column per input scalar, at two steps (a disagreement counts where they agree).
+    fd = {}
+    for inp in inputs:
+        base = values(args, inp)
+        shape = args[inp].numpy().shape
+        for j in range(base.size):
+            columns = []
+            for h in (1e-2 * max(1.0, abs(base[j])), 1e-3 * max(1.0, abs(base[j]))):
+                plus, minus = base.copy(), base.copy()
+                plus[j] += h
+                minus[j] -= h
+                up = run(args, {inp: plus.reshape(shape)})
+                launch(up)
+                down = run(args, {inp: minus.reshape(shape)})
+                launch(down)
+                columns.append({out: (values(up, out) - values(down, out)) / (2 * h) for out in outputs})
+            fd[(inp, j)] = columns
+    worst = {"abs": 0.0, "where": None}
+    nonzero = disagree = converged_disagree = False
+    for out in outputs:
+        out_size = values(args, out).size
+        for k in range(out_size):
+            copy = run(args)
+            tape = wp.Tape()
+            with tape:
+                launch(copy)
+            seed = np.zeros(out_size)
+            seed[k] = 1.0
+            tape.backward(grads={copy[out]: wp.array(seed.reshape(copy[out].numpy().shape), dtype=copy[out].dtype,
+                                                     shape=copy[out].shape)})
+            for inp in inputs:
+                ad = copy[inp].grad.numpy().astype(np.float64).ravel()
+                for j in range(ad.size):
+                    coarse, fine = (column[out][k] for column in fd[(inp, j)])
+                    nonzero = nonzero or abs(coarse) > 1e-3 or abs(ad[j]) > 1e-3
+                    bound = 2e-3 + 2e-2 * abs(coarse)
+                    if np.isfinite(ad[j]) and abs(ad[j] - coarse) <= bound:
+                        continue
+                    disagree = True
+                    if np.isfinite(coarse) and abs(coarse - fine) <= bound:
+                        converged_disagree = True
+                        error = abs(ad[j] - coarse) if np.isfinite(ad[j]) else float("inf")
+                        if error >= worst["abs"]:
+                            worst = {"abs": error, "where": f"d {labels[out]}[{k}] / d {labels[inp]}[{j}]",
+                                     "ad": float(ad[j]), "fd": float(coarse)}
+    print(json.dumps({"outcome": "checked", "mode": mode, "disagree": bool(converged_disagree),
+                      "unconverged_disagreement": bool(disagree and not converged_disagree), "nonzero": bool(nonzero),
+                      "worst": worst, "dim": dim}, default=str))
+''')
+
+
+def dotted(path: str) -> str:
+    parts = Path(path).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("verdicts", type=Path, help="the --verdicts JSON of bench_confirm_realcode.py")
+    parser.add_argument("--sample", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=Path("confirm-realcode-judgements.json"))
+    arguments = parser.parse_args(argv)
+
+    python = realcode.ensure_env()
+    document = json.loads(arguments.verdicts.read_text())
+    decided = [(f["path"], finding) for f in document["files"] for finding in f["findings"]
+               if finding["confirmation"]["status"] in ("confirmed", "cleared")]
+    sample = random.Random(arguments.seed).sample(decided, min(arguments.sample, len(decided)))
+    cache = tempfile.mkdtemp(prefix="warp-lint-judge-")
+    judgements = []
+    for number, (path, finding) in enumerate(sample, start=1):
+        confirmation = finding["confirmation"]
+        evidence = confirmation["evidence"]
+        singular = None
+        if evidence.get("singular_point_hits") or "singular" in json.dumps(evidence.get("coverage_search", [])[-1:]):
+            singular = {"WL110": "sqrt-zero", "WL109": "unselected-nonfinite"}.get(finding["code"])
+        request = {"module": dotted(path), "kernel": finding["kernel"], "line": finding["line"],
+                   "kind": finding.get("function_kind") or "kernel", "seed": number, "cache": cache,
+                   "singular": singular if confirmation["status"] == "confirmed" else None}
+        try:
+            run = subprocess.run([str(python), "-c", CHECK, json.dumps(request)], capture_output=True, text=True,
+                                 timeout=900)
+            lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+            check = json.loads(lines[-1]) if lines else {"outcome": "error", "stderr": run.stderr[-800:]}
+        except subprocess.TimeoutExpired:
+            check = {"outcome": "timeout"}
+        status = confirmation["status"]
+        if check.get("outcome") != "checked":
+            judgement = "undecided"
+        elif status == "confirmed":
+            judgement = "right" if check["disagree"] else "wrong"
+        else:
+            judgement = "right" if not check["disagree"] and check["nonzero"] else "wrong"
+        judgements.append({"path": path, "line": finding["line"], "code": finding["code"], "kernel": finding["kernel"],
+                           "status": status, "reason": confirmation["reason"][:300], "check": check,
+                           "judgement": judgement})
+        print(f"{number:2d}. {judgement:9s} {status:9s} {finding['code']} {path}:{finding['line']} "
+              f"{finding['kernel']}: {json.dumps(check)[:200]}")
+    counts = {k: sum(1 for j in judgements if j["judgement"] == k) for k in ("right", "wrong", "undecided")}
+    judged = counts["right"] + counts["wrong"]
+    print(f"judged {judged} of {len(judgements)}: {counts['right']} right, {counts['wrong']} wrong "
+          f"({counts['right'] / max(judged, 1):.0%} right); {counts['undecided']} undecided")
+    arguments.out.write_text(json.dumps({"seed": arguments.seed, "counts": counts, "judgements": judgements},
+                                        indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

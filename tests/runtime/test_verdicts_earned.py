@@ -1,0 +1,213 @@
+"""Issue 15's failures, each with a small program: a verdict must be earned.
+
+All findings of ``fixtures/earned.py`` (and the relative-import package) are confirmed in one call
+per device, as ``warp-lint check --confirm`` would (one child, one build of warp-lint's copies).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+from runtime_helpers import FIXTURES, make_finding
+from warp_devices import DEVICES
+
+from warp_lint.runtime import Reason, Status, confirm_findings
+
+EARNED = FIXTURES / "earned.py"
+PACKAGE = FIXTURES / "relative_pkg" / "kernels.py"
+
+# marker -> (file, kernel, code, reads, writes, options)
+CASES = {
+    "decay_in_place": (EARNED, "decay_in_place", "WL102", ["a", "rate"], ["a"], {}),
+    "never_finite": (EARNED, "never_finite", "WL102", ["a", "rate"], ["a"], {}),
+    "harmless_norm": (EARNED, "in_place_beside_norm", "WL110", ["a", "p", "q"], ["a"], {}),
+    "real_in_place": (EARNED, "in_place_beside_norm", "WL102", ["a", "p", "q"], ["a"], {}),
+    "horner_without_tid": (EARNED, "horner_without_tid", "WL104", ["x"], ["out"], {}),
+    "hand_rolled_distance": (EARNED, "hand_rolled_distance", "WL110", ["a", "b"], ["out"], {}),
+    "offset_distance": (EARNED, "offset_distance", "WL110", ["a", "b"], ["out"], {}),
+    "exp_below_threshold": (EARNED, "exp_below_threshold", "WL109", ["x"], ["out"], {}),
+    "constant_component": (EARNED, "constant_component", "WL103", ["vel"], ["out"], {}),
+    "per_group_in_place": (EARNED, "per_group_in_place", "WL102", ["out", "x", "groups"], ["out"], {}),
+    "no_backward_in_place": (EARNED, "no_backward_in_place", "WL102", ["a"], ["a"], {}),
+    "subscript_annotations": (EARNED, "subscript_annotations", "WL103", ["x", "v"], ["out"], {}),
+    "scaled_rows": (EARNED, "scaled_rows", "WL103", ["x"], [], {"function_kind": "func", "index_params": ["i"]}),
+    "generic_scale_in_place": (EARNED, "generic_scale_in_place", "WL102", ["a"], ["a"], {}),
+    "power_in_place": (EARNED, "power_in_place", "WL102", ["a"], ["a"], {}),
+    "squash_vec3": (EARNED, "squash", "WL103", [], [], {"function_kind": "func"}),
+    "drifting_in_place": (EARNED, "drifting_in_place", "WL102", ["a"], ["a"], {}),
+    "doubled_in_place": (PACKAGE, "doubled_in_place", "WL102", ["a"], ["a"], {}),
+    "first_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
+    "second_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
+}
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def verdicts(request, kernel_cache_dir):
+    device = request.param
+    cases = {k: v for k, v in CASES.items() if device == "cpu" or k != "drifting_in_place"}
+    findings = {marker: make_finding(path, kernel, code, reads=reads, writes=writes, marker=marker, **options)
+                for marker, (path, kernel, code, reads, writes, options) in cases.items()}
+    confirm_findings(list(findings.values()), device=device, timeout=300, cache_dir=kernel_cache_dir)
+    return {marker: finding.confirmation for marker, finding in findings.items()}
+
+
+def reason(confirmation) -> str:
+    return confirmation.evidence["reason_code"]
+
+
+def test_non_finite_forward_is_resampled_before_anything_is_judged(verdicts):
+    confirmation = verdicts["decay_in_place"]
+    search = confirmation.evidence["coverage_search"]
+    assert search[0]["finite"] is False  # rate in [0.5, 1.5]: log(1 - rate) is NaN for half of them
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "[0.05, 0.45]" in confirmation.evidence["input_values"]  # judged where the forward is finite
+
+
+def test_never_finite_forward_is_never_confirmed(verdicts):
+    confirmation = verdicts["never_finite"]
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.NON_FINITE
+
+
+def test_one_experiment_per_finding(verdicts):
+    assert verdicts["real_in_place"].status == Status.CONFIRMED
+    norm = verdicts["harmless_norm"]
+    assert norm.status == Status.INCONCLUSIVE, norm.reason
+    # The in-place disagreement is there, but rewriting the square root does not remove it...
+    assert norm.evidence["counterfactual"]["passed"] is False
+    # ... and with the in-place store rewritten, the kernel agrees with the square root as written;
+    # it is still not cleared: its argument never reached zero.
+    assert norm.evidence["isolation"]["others_safe"]["passed"] is True
+    assert reason(norm) == Reason.SINGULAR_NOT_REACHED
+
+
+def test_a_confirmation_carries_its_counterfactual(verdicts):
+    confirmation = verdicts["real_in_place"]
+    counterfactual = confirmation.evidence["counterfactual"]
+    assert counterfactual["finite"] and counterfactual["safe_form"].startswith("the store into `a` redirected")
+    assert confirmation.evidence["explained_pairs"]
+    assert "safe form" in confirmation.reason
+
+
+@pytest.mark.parametrize("marker", ["first_component_write", "second_component_write"])
+def test_each_of_two_hazards_is_isolated_and_confirmed(verdicts, marker):
+    confirmation = verdicts[marker]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    # Alone in its safe form it does not remove the disagreement (the other hazard stays) ...
+    assert confirmation.evidence["counterfactual"]["passed"] is False
+    # ... with the other one in its safe form, it does.
+    assert "other flagged statements in their safe forms" in confirmation.reason
+    assert confirmation.evidence["isolation"]["all_flagged_safe"]["passed"] is True
+
+
+def test_kernel_without_tid_runs_one_thread(verdicts):
+    confirmation = verdicts["horner_without_tid"]
+    assert confirmation.evidence["launch_dim"] == [1]
+    assert "one thread: the kernel never calls wp.tid()" in confirmation.evidence["domain"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_sqrt_at_zero_is_driven_to_the_singular_point(verdicts):
+    confirmation = verdicts["hand_rolled_distance"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert confirmation.evidence["input_values"].startswith("uniform in [0.5, 1.5], the same values in every array")
+    assert confirmation.evidence["non_finite_gradient"] is True
+    assert "guarded at zero" in confirmation.reason
+
+
+def test_value_dependent_finding_is_not_cleared_away_from_its_singular_point(verdicts):
+    confirmation = verdicts["offset_distance"]
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.SINGULAR_NOT_REACHED
+    assert all(entry["singular"] == 0 for entry in confirmation.evidence["coverage_search"])
+
+
+def test_where_overflow_is_driven_to_the_overflow(verdicts):
+    confirmation = verdicts["exp_below_threshold"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "[50, 120]" in confirmation.evidence["input_values"]
+    assert "if/else" in confirmation.reason
+
+
+def test_all_zero_jacobian_is_not_cleared(verdicts):
+    confirmation = verdicts["constant_component"]
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.ZERO_JACOBIAN
+
+
+def test_integer_divisor_is_never_zero(verdicts):
+    confirmation = verdicts["per_group_in_place"]
+    assert reason(confirmation) != Reason.CRASH, confirmation.reason
+    assert any(note.startswith("groups: non-zero") for note in confirmation.evidence["domain"])
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_backward_disabled_gets_no_experiment(verdicts):
+    confirmation = verdicts["no_backward_in_place"]
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.BACKWARD_DISABLED
+    assert "enable_backward=False" in confirmation.reason
+
+
+def test_package_module_with_relative_imports_loads(verdicts):
+    confirmation = verdicts["doubled_in_place"]
+    assert confirmation.evidence["imported"].startswith("as relative_pkg.kernels")
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+@pytest.mark.parametrize("marker", ["subscript_annotations", "scaled_rows"])
+def test_subscript_annotations_are_understood(verdicts, marker):
+    confirmation = verdicts[marker]
+    assert reason(confirmation) not in (Reason.UNSUPPORTED_ARGUMENT, Reason.COMPILE_ERROR), confirmation.reason
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_generic_kernel_takes_one_float_type(verdicts):
+    confirmation = verdicts["generic_scale_in_place"]
+    assert confirmation.evidence["instantiated_as"] == {"a": "array(dtype=float32, ndim=1)", "s": "float32"}
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_kernel_made_by_a_factory_is_found(verdicts):
+    confirmation = verdicts["power_in_place"]
+    assert confirmation.evidence["target"]["name"] == "power_in_place"
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_every_overload_of_a_func_is_found(verdicts):
+    confirmation = verdicts["squash_vec3"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    lines = confirmation.evidence["target"]["lines"]
+    source = EARNED.read_text().splitlines()
+    assert "v: wp.vec3" in source[lines[0]]  # the second overload, not the first
+
+
+def test_nondeterministic_forward_is_never_confirmed(verdicts):
+    confirmation = verdicts.get("drifting_in_place")
+    if confirmation is None:
+        pytest.skip("the hidden-state native function is CPU code")
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.NONDETERMINISTIC
+    assert confirmation.evidence["forward_nondeterminism"] > 0
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_warm_run_hits_the_kernel_cache_with_tracking_off(tmp_path, device):
+    cache = str(tmp_path / "kernels")
+    finding = make_finding(EARNED, "never_finite", "WL102", reads=["a", "rate"], writes=["a"], marker="never_finite",
+                           strategy=["gradcheck", "overwrite-tracking"])
+    confirm_findings([finding], device=device, timeout=300, cache_dir=cache)
+    cold = finding.confirmation
+    assert cold.config["verify_autograd_array_access"] is False
+    # Undecided, so overwrite tracking ran as its own step, by code generation only.
+    assert cold.evidence["overwrite_tracking"]["ran"] is True
+    assert cold.evidence["overwrite_tracking"]["warned"] is True
+    built = sorted(os.listdir(os.path.join(cache, os.listdir(cache)[0])))
+    started = time.perf_counter()
+    confirm_findings([finding], device=device, timeout=300, cache_dir=cache)
+    warm = finding.confirmation
+    assert sorted(os.listdir(os.path.join(cache, os.listdir(cache)[0]))) == built  # nothing rebuilt
+    assert warm.evidence["timing"]["compile_s"] < cold.evidence["timing"]["compile_s"]
+    assert warm.status == cold.status and time.perf_counter() - started < 60

@@ -1,0 +1,754 @@
+"""Source rewrites of a kernel or ``@wp.func`` around its flagged statement (plain ``ast``, no warp).
+
+Two families, both applied to the dedented source of the user's function and compiled by
+:mod:`warp_lint.runtime.generated` next to a verbatim copy:
+
+* **instrumentation** (:func:`instrument`): counters before the flagged statement (did it run; did
+  the guarded operand of a value-dependent rule reach its singular point) and a probe around the
+  value it computes (``value * (1 + probe)``, with the value also accumulated into a tap), so the
+  experiment can measure that the statement ran *and* that a derivative flows through it;
+* **safe forms** (:func:`safe_form`): the flagged statement alone rewritten the way the rule says it
+  should be written. A disagreement between AD and finite differences only confirms a finding when
+  it goes away in this counterfactual kernel, run on the same inputs. Each rule names its safe
+  form (``Rule.safe_form``); the rewrites live here, in one place.
+
+Every name this module introduces starts with ``_wl_``; :data:`WARP_ALIAS` is bound to ``warp`` in
+the generated module, whatever alias the user's code uses.
+"""
+
+from __future__ import annotations
+
+import ast
+import copy
+import dataclasses
+from collections.abc import Iterator
+
+WARP_ALIAS = "_wl_wp"
+HITS_PARAM = "_wl_hits"  # int32[3 per slot]: statement ran, singular point reached, value not probed
+PROBE_PARAM = "_wl_probe"  # float32[1 per slot], zero: the flagged value is scaled by (1 + probe)
+TAP_PARAM = "_wl_tap"  # float32[1 per slot]: the flagged value, summed over executions
+SHADOW_PARAM = "_wl_shadow"  # prefix of the array a redirected in-place write goes to (per array)
+HITS_RAN, HITS_SINGULAR, HITS_UNPROBED = 0, 1, 2
+HITS_PER_SLOT = 3
+
+# Unroll bound of the static-loop safe form: the synthesized inputs never make a loop run longer
+# (arrays hold at most 16 elements per dimension, counts are 4). A loop that would is caught by the
+# forward comparison: the counterfactual must compute the same values as the original.
+UNROLL = 16
+UNROLL_BUDGET = 64  # copies of a loop body (nested loops multiply): compile time grows with it
+
+_VECTOR_ATTRIBUTES = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+class RewriteError(Exception):
+    """The flagged statement cannot be located or rewritten; ``str()`` says why."""
+
+
+class NoSafeForm(RewriteError):
+    """The rule's safe form does not apply to this statement (``str()`` says why)."""
+
+
+# -- locating ------------------------------------------------------------------------------------
+def _statement_lists(node: ast.AST) -> Iterator[list[ast.stmt]]:
+    for field in ("body", "orelse", "finalbody"):
+        block = getattr(node, field, None)
+        if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+            yield block
+    for handler in getattr(node, "handlers", []) or []:
+        yield handler.body
+
+
+def find_statement(block: list[ast.stmt], line: int) -> tuple[list[ast.stmt], int] | None:
+    """The innermost statement spanning ``line`` (relative to the parsed source): (its list, its index)."""
+    for index, statement in enumerate(block):
+        end = getattr(statement, "end_lineno", statement.lineno)
+        if statement.lineno <= line <= end:
+            for inner in _statement_lists(statement):
+                found = find_statement(inner, line)
+                if found is not None:
+                    return found
+            return block, index
+    return None
+
+
+def enclosing(definition: ast.FunctionDef, target: ast.stmt) -> list[ast.stmt]:
+    """The compound statements around ``target``, outermost first."""
+    path: list[ast.stmt] = []
+
+    def visit(block: list[ast.stmt]) -> bool:
+        for statement in block:
+            if statement is target:
+                return True
+            for inner in _statement_lists(statement):
+                path.append(statement)
+                if visit(inner):
+                    return True
+                path.pop()
+        return False
+
+    visit(definition.body)
+    return path
+
+
+def parse_function(source: str) -> ast.FunctionDef:
+    tree = ast.parse(source)
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, ast.FunctionDef):
+        raise RewriteError("not a function definition")
+    return definition
+
+
+def _callee(node: ast.AST) -> str | None:
+    if not isinstance(node, ast.Call):
+        return None
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
+
+
+def _warp(attribute: str) -> ast.expr:
+    return ast.Attribute(value=ast.Name(WARP_ALIAS, ast.Load()), attr=attribute, ctx=ast.Load())
+
+
+def _call(name: str | ast.expr, *args: ast.expr) -> ast.Call:
+    func = ast.Name(name, ast.Load()) if isinstance(name, str) else name
+    return ast.Call(func=func, args=list(args), keywords=[])
+
+
+def _array_param(name: str, dtype: str) -> ast.arg:
+    annotation = ast.parse(f"{WARP_ALIAS}.array(dtype={WARP_ALIAS}.{dtype})", mode="eval").body
+    return ast.arg(arg=name, annotation=annotation)
+
+
+# -- value-dependent operands --------------------------------------------------------------------
+def singular_operands(statement: ast.stmt, kind: str) -> list[ast.expr]:
+    """Expressions in the flagged statement whose value decides the hazard, as counter increments.
+
+    ``sqrt-zero`` (WL110): the argument of ``sqrt``/``pow(q, 0.5)`` is zero. ``unselected-nonfinite``
+    (WL109): the operand ``wp.where``/``wp.select`` does not select is not finite. Each returned
+    expression evaluates to 1 when the point is reached and 0 otherwise.
+    """
+    found: list[ast.expr] = []
+    for node in ast.walk(statement):
+        name = _callee(node)
+        if kind == "sqrt-zero":
+            if name == "sqrt" and len(node.args) == 1:
+                found.append(_call("_wl_is_zero", copy.deepcopy(node.args[0])))
+            elif name == "pow" and len(node.args) == 2 and _is_half(node.args[1]):
+                found.append(_call("_wl_is_zero", copy.deepcopy(node.args[0])))
+        elif kind == "unselected-nonfinite" and name in ("where", "select") and len(node.args) == 3:
+            condition, first, second = (copy.deepcopy(a) for a in node.args)
+            # where(c, a, b) returns a when c; select(c, a, b) returns b when c.
+            taken, other = (first, second) if name == "where" else (second, first)
+            found.append(_call("_wl_unselected_nonfinite", condition, taken, other))
+    return found
+
+
+def _is_half(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and node.value == 0.5
+
+
+# -- instrumentation -----------------------------------------------------------------------------
+def _is_constant(node: ast.expr) -> bool:
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _is_constant(node.operand)
+    return False
+
+
+def _through(value: ast.expr, slot: int) -> ast.Call:
+    probe = ast.Subscript(value=ast.Name(PROBE_PARAM, ast.Load()), slice=ast.Constant(slot), ctx=ast.Load())
+    return _call("_wl_through", value, probe, ast.Name(TAP_PARAM, ast.Load()), ast.Constant(slot),
+                 ast.Name(HITS_PARAM, ast.Load()))
+
+
+def _probe_statement(statement: ast.stmt, slot: int) -> tuple[list[ast.stmt], str] | None:
+    """Rewrite ``statement`` so its value passes through probe ``slot``: (statements, what is probed)."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+        if not _is_constant(statement.value):
+            return [ast.Assign(targets=[target], value=_through(statement.value, slot))], "the assigned value"
+        local = _component_base(target)
+        if local is not None:
+            # `v.y = 0.0`: what flows on is the rest of `v`; probe the local before the write.
+            before = ast.Assign(targets=[ast.Name(local, ast.Store())],
+                                value=_through(ast.Name(local, ast.Load()), slot))
+            return [before, statement], f"`{local}` before the component write"
+        return None
+    if isinstance(statement, ast.AugAssign) and not _is_constant(statement.value):
+        return [ast.AugAssign(target=statement.target, op=statement.op, value=_through(statement.value, slot))], \
+            "the operand of the augmented assignment"
+    if isinstance(statement, ast.Return) and statement.value is not None and not isinstance(statement.value, ast.Tuple):
+        return [ast.Return(value=_through(statement.value, slot))], "the returned value"
+    return None
+
+
+def _component_base(target: ast.expr) -> str | None:
+    """``v`` for ``v.x``, ``v[0]``, ``m[1, 2]`` where ``v`` is a plain name."""
+    if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+        return target.value.id
+    if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name):
+        return target.value.id
+    return None
+
+
+@dataclasses.dataclass
+class Instrumented:
+    source: str
+    slots: dict[int, int]  # flagged line (relative) -> its slot: counters 2*slot (ran), 2*slot+1 (singular)
+    probed: dict[int, str | None]  # slot -> what its probe scales (None: no probe)
+
+    @property
+    def has_probe(self) -> bool:
+        return any(self.probed.values())
+
+
+def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str, decorator: str, *,
+               probe: bool = True) -> Instrumented:
+    """The function renamed, with a counter slot per flagged statement (``flagged``: relative line,
+    singular kind): ``_wl_hits[2*slot]`` counts its executions, ``_wl_hits[2*slot + 1]`` the singular
+    points reached and, with ``probe``, its value is scaled by ``1 + _wl_probe[slot]`` (and summed
+    into ``_wl_tap[slot]``). One copy serves every finding of a kernel."""
+    definition = parse_function(source)
+    located: list[tuple[ast.stmt, str | None]] = []
+    slots: dict[int, int] = {}
+    for line, singular in flagged:
+        found = find_statement(definition.body, line)
+        if found is None:
+            raise RewriteError(f"no statement on line {line} of {definition.name}")
+        statement = found[0][found[1]]
+        known = next((k for k, (s, _) in enumerate(located) if s is statement), None)
+        if known is None:
+            known = len(located)
+            located.append((statement, singular))
+        elif singular and not located[known][1]:
+            located[known] = (statement, singular)
+        slots[line] = known
+    probed: dict[int, str | None] = {}
+    for slot, (statement, singular) in enumerate(located):
+        block = _block_of(definition, statement)
+        index = next(i for i, s in enumerate(block) if s is statement)
+        hits = ast.Name(HITS_PARAM, ast.Load())
+        inserted: list[ast.stmt] = [ast.Expr(_call(_warp("atomic_add"), hits,
+                                                   ast.Constant(HITS_PER_SLOT * slot + HITS_RAN), ast.Constant(1)))]
+        for check in singular_operands(statement, singular) if singular else []:
+            inserted.append(ast.Expr(_call(_warp("atomic_add"), copy.deepcopy(hits),
+                                           ast.Constant(HITS_PER_SLOT * slot + HITS_SINGULAR), check)))
+        replacement: list[ast.stmt] = [statement]
+        probed[slot] = None
+        if probe:
+            rewritten = _probe_statement(statement, slot)
+            if rewritten is not None:
+                replacement, probed[slot] = rewritten
+        block[index:index + 1] = inserted + replacement
+    definition.name = new_name
+    definition.decorator_list = [ast.parse(decorator, mode="eval").body]
+    definition.args.args.append(_array_param(HITS_PARAM, "int32"))
+    if any(probed.values()):
+        definition.args.args.append(_array_param(PROBE_PARAM, "float32"))
+        definition.args.args.append(_array_param(TAP_PARAM, "float32"))
+    return Instrumented(ast.unparse(ast.fix_missing_locations(definition)), slots, probed)
+
+
+def _block_of(definition: ast.FunctionDef, statement: ast.stmt) -> list[ast.stmt]:
+    def visit(block: list[ast.stmt]) -> list[ast.stmt] | None:
+        for candidate in block:
+            if candidate is statement:
+                return block
+            for inner in _statement_lists(candidate):
+                found = visit(inner)
+                if found is not None:
+                    return found
+        return None
+
+    found = visit(definition.body)
+    if found is None:
+        raise RewriteError("statement not found")
+    return found
+
+
+def rename(source: str, new_name: str, decorator: str) -> str:
+    """The function unchanged but for its name and decorator: the verbatim copy."""
+    definition = parse_function(source)
+    definition.name = new_name
+    definition.decorator_list = [ast.parse(decorator, mode="eval").body]
+    return ast.unparse(ast.fix_missing_locations(definition))
+
+
+# -- safe forms ----------------------------------------------------------------------------------
+@dataclasses.dataclass
+class SafeForm:
+    """A counterfactual kernel source and how its arrays relate to the original's."""
+
+    source: str
+    description: str  # what was rewritten, for the evidence
+    renamed_outputs: dict[str, str]  # original array -> the array that now holds what it held
+    added_params: dict[str, str]  # new parameter -> the original parameter whose type and values it takes
+    preserves_forward: bool  # the rewrite computes the same values: forwards must match
+
+
+@dataclasses.dataclass
+class Context:
+    """What a rewrite may need to know about the function beyond its source."""
+
+    params: list[str]  # parameter names
+    constants: dict[str, object] = dataclasses.field(default_factory=dict)  # names the function sees
+    max_unroll: int = 16  # the module's unroll limit: constant loops up to it are static already
+    # Largest value the synthesized inputs give each integer parameter, and each array's ndim: a
+    # loop up to one of them is unrolled that many times, not UNROLL.
+    int_bounds: dict[str, int] = dataclasses.field(default_factory=dict)
+    array_ndims: dict[str, int] = dataclasses.field(default_factory=dict)
+    budget: int = 2 * UNROLL_BUDGET  # loop bodies all the rewrites of one function may add
+
+
+def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, params: list[str],
+              constants: dict[str, object] | None = None, max_unroll: int = 16, **bounds: dict) -> SafeForm:
+    """Apply the safe form ``kind`` to the statement on ``line`` (relative to ``source``).
+
+    ``params`` are the function's parameter names (arrays among them); ``constants`` the names it
+    sees (module globals, closure), used to tell constant loop bounds. Raises :class:`NoSafeForm`
+    when the statement has a shape the safe form does not cover.
+    """
+    result, skipped = safe_forms([(kind, line)], source, new_name, decorator, params, constants, max_unroll,
+                                 **bounds)
+    if skipped:
+        raise skipped[0][1]
+    return result
+
+
+def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorator: str, params: list[str],
+               constants: dict[str, object] | None = None, max_unroll: int = 16, *,
+               int_bounds: dict[str, int] | None = None, array_ndims: dict[str, int] | None = None
+               ) -> tuple[SafeForm, list[tuple[tuple[str, int], RewriteError]]]:
+    """Apply several safe forms (kind, relative line) to one function: the statements are located
+    first, then rewritten one by one. Returns the combined form and the specs that did not apply
+    (with why): one that does not fit its statement, or a statement an earlier rewrite replaced."""
+    definition = parse_function(source)
+    context = Context(params, constants or {}, max_unroll, int_bounds or {}, array_ndims or {})
+    located: list[tuple[tuple[str, int], ast.stmt | None]] = []
+    for kind, line in specs:
+        found = find_statement(definition.body, line)
+        located.append(((kind, line), found[0][found[1]] if found else None))
+    combined = SafeForm("", "", {}, {}, preserves_forward=True)
+    descriptions, skipped = [], []
+    for spec, statement in located:
+        rewriter = SAFE_FORMS.get(spec[0])
+        try:
+            if rewriter is None:
+                raise NoSafeForm(f"no safe form named {spec[0]!r}")
+            if statement is None:
+                raise RewriteError(f"no statement on line {spec[1]} of {definition.name}")
+            block = _block_of(definition, statement)  # raises when an earlier rewrite replaced it
+            result = rewriter(definition, block, block.index(statement), context)
+        except RewriteError as error:
+            skipped.append((spec, error))
+            continue
+        descriptions.append(result.description)
+        combined.renamed_outputs.update(result.renamed_outputs)
+        combined.added_params.update(result.added_params)
+        combined.preserves_forward = combined.preserves_forward and result.preserves_forward
+    combined.description = "; ".join(descriptions)
+    definition.name = new_name
+    definition.decorator_list = [ast.parse(decorator, mode="eval").body]
+    combined.source = ast.unparse(ast.fix_missing_locations(definition))
+    return combined, skipped
+
+
+def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL102: the in-place store writes to a separate array instead (`a[i] = a[i] * a[i]` ->
+    `_wl_shadow[i] = a[i] * a[i]`), so no later replay reads overwritten memory."""
+    statement = block[index]
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target, value = statement.targets[0], statement.value
+    elif isinstance(statement, ast.AugAssign):
+        target = statement.target
+        value = ast.BinOp(left=_as_load(target), op=statement.op, right=statement.value)
+    else:
+        raise NoSafeForm("the flagged write is not a plain store into an array element (a helper call?)")
+    if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            and target.value.id in context.params):
+        raise NoSafeForm("the flagged write is not a store into an element of an array parameter")
+    array = target.value.id
+    name = f"{SHADOW_PARAM}_{array}"
+    shadow = ast.Subscript(value=ast.Name(name, ast.Load()), slice=copy.deepcopy(target.slice), ctx=ast.Store())
+    block[index] = ast.Assign(targets=[shadow], value=value)
+    if not any(a.arg == name for a in definition.args.args):
+        argument = next(a for a in definition.args.args if a.arg == array)
+        definition.args.args.append(ast.arg(arg=name, annotation=copy.deepcopy(argument.annotation)))
+    return SafeForm("", f"the store into `{array}` redirected to a separate array (`{name}`)",
+                    {array: name}, {name: array}, preserves_forward=False)
+
+
+def _as_load(node: ast.expr) -> ast.expr:
+    loaded = copy.deepcopy(node)
+    for child in ast.walk(loaded):
+        if hasattr(child, "ctx"):
+            child.ctx = ast.Load()
+    return loaded
+
+
+def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL103: the component write on a local becomes a new value (`v.y = c` ->
+    `_wl_e = v - v; _wl_e.y = c - v.y; v = v + _wl_e`), whose adjoint cuts the old component."""
+    statement = block[index]
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target, value = statement.targets[0], statement.value
+    elif isinstance(statement, ast.AugAssign):
+        target = statement.target
+        value = ast.BinOp(left=_as_load(target), op=statement.op, right=statement.value)
+    else:
+        raise NoSafeForm("the flagged statement is not a component assignment")
+    local = _component_base(target)
+    if local is None or local in context.params:
+        raise NoSafeForm("the flagged statement does not assign a component of a local")
+    if isinstance(target, ast.Attribute) and target.attr not in _VECTOR_ATTRIBUTES:
+        raise NoSafeForm(f"`.{target.attr}` is not a vector component")
+    delta_target = copy.deepcopy(target)
+    delta_target.value = ast.Name("_wl_e", ast.Load())
+    delta_target.ctx = ast.Store()
+    old = _as_load(target)
+    block[index:index + 1] = [
+        ast.Assign(targets=[ast.Name("_wl_e", ast.Store())],
+                   value=ast.BinOp(left=ast.Name(local, ast.Load()), op=ast.Sub(), right=ast.Name(local, ast.Load()))),
+        ast.Assign(targets=[delta_target], value=ast.BinOp(left=value, op=ast.Sub(), right=old)),
+        ast.Assign(targets=[ast.Name(local, ast.Store())],
+                   value=ast.BinOp(left=ast.Name(local, ast.Load()), op=ast.Add(), right=ast.Name("_wl_e", ast.Load()))),
+    ]
+    return SafeForm("", f"the component write on `{local}` rebuilt as a new value", {}, {}, preserves_forward=True)
+
+
+def _names_read(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _names_assigned(node: ast.AST) -> set[str]:
+    found = set()
+    for child in ast.walk(node):
+        targets = []
+        if isinstance(child, ast.Assign):
+            targets = child.targets
+        elif isinstance(child, (ast.AugAssign, ast.AnnAssign)):
+            targets = [child.target]
+        for target in targets:
+            for name in ast.walk(target):
+                if isinstance(name, ast.Name):
+                    found.add(name.id)
+    return found
+
+
+def _range_loop(loop: ast.stmt) -> bool:
+    return isinstance(loop, ast.For) and _callee(loop.iter) == "range" and isinstance(loop.target, ast.Name)
+
+
+def _constant(node: ast.expr, context: Context) -> int | None:
+    """The integer value of a loop bound known before the kernel runs: a literal, a module
+    constant, ``wp.static(...)`` of one, or arithmetic on those."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        value = context.constants.get(node.id)
+        value = getattr(value, "val", value)  # wp.constant(...) wraps the value in some releases
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _constant(node.operand, context)
+        return None if inner is None else -inner
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left, right = _constant(node.left, context), _constant(node.right, context)
+        if left is None or right is None:
+            return None
+        return {ast.Add: left + right, ast.Sub: left - right, ast.Mult: left * right}[type(node.op)]
+    if isinstance(node, ast.Call) and _callee(node) == "static" and len(node.args) == 1:
+        return _constant(node.args[0], context)
+    return None
+
+
+def _dynamic(loop: ast.stmt, context: Context) -> bool:
+    """Whether Warp generates a dynamic loop (whose adjoint replays final values) for ``loop``."""
+    if not _range_loop(loop):
+        return True  # while loops, iteration over arrays
+    if any(isinstance(n, ast.Break) for n in ast.walk(loop)):
+        return True
+    bounds = [_constant(a, context) for a in loop.iter.args]
+    if any(b is None for b in bounds) or (len(bounds) == 3 and bounds[2] == 0):
+        return True
+    forced = any(_callee(a) == "static" for a in loop.iter.args)
+    return not forced and len(range(*bounds)) > context.max_unroll
+
+
+def _trips(loop: ast.For, context: Context) -> int:
+    """How many iterations the loop can run on synthesized inputs: its unroll count."""
+    args = loop.iter.args
+    stop = args[1] if len(args) >= 2 else args[0]
+    known = _constant(stop, context)
+    if known is not None:
+        return max(0, min(known, UNROLL))
+    names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
+    if isinstance(stop, ast.Name) and stop.id in context.int_bounds:
+        return min(context.int_bounds[stop.id], UNROLL)
+    if (isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape"
+            and isinstance(stop.value.value, ast.Name) and stop.value.value.id in context.array_ndims):
+        return 16 if context.array_ndims[stop.value.value.id] == 1 else 4
+    if names and names <= set(context.int_bounds) and len(args) < 2:
+        return UNROLL
+    return UNROLL
+
+
+def _unroll(loop: ast.For, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
+    """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced unroll)."""
+    if loop.orelse:
+        raise NoSafeForm("a loop with an `else` clause")
+    if any(isinstance(n, ast.Break) for n in ast.walk(loop)):
+        raise NoSafeForm("a loop with `break` cannot be unrolled")
+    args = loop.iter.args
+    if not 1 <= len(args) <= 3 or loop.iter.keywords:
+        raise NoSafeForm("an unusual range()")
+    start = args[0] if len(args) >= 2 else ast.Constant(0)
+    stop = args[1] if len(args) >= 2 else args[0]
+    step = 1
+    if len(args) == 3:
+        literal = args[2]
+        negative = isinstance(literal, ast.UnaryOp) and isinstance(literal.op, ast.USub)
+        value = literal.operand if negative else literal
+        if not (isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value != 0):
+            raise NoSafeForm("a range() whose step is not an integer literal")
+        step = -value.value if negative else value.value
+    low, high, counter = f"_wl_lo{serial}", f"_wl_hi{serial}", f"_wl_k{serial}"
+    index = ast.BinOp(left=ast.Name(low, ast.Load()), op=ast.Add(),
+                      right=ast.BinOp(left=ast.Name(counter, ast.Load()), op=ast.Mult(), right=ast.Constant(step)))
+    guard = ast.Compare(left=ast.Name(loop.target.id, ast.Load()), ops=[ast.Lt() if step > 0 else ast.Gt()],
+                        comparators=[ast.Name(high, ast.Load())])
+    body = [ast.Assign(targets=[ast.Name(loop.target.id, ast.Store())], value=index),
+            ast.If(test=guard, body=loop.body, orelse=[])]
+    static = _call(_warp("static"), ast.Constant(trips))
+    return [
+        ast.Assign(targets=[ast.Name(low, ast.Store())], value=start),
+        ast.Assign(targets=[ast.Name(high, ast.Store())], value=stop),
+        ast.For(target=ast.Name(counter, ast.Store()), iter=_call("range", static), body=body, orelse=[]),
+    ]
+
+
+def _replace_statement(definition: ast.FunctionDef, old: ast.stmt, new: list[ast.stmt]) -> None:
+    def visit(block: list[ast.stmt]) -> bool:
+        for position, statement in enumerate(block):
+            if statement is old:
+                block[position:position + 1] = new
+                return True
+            for inner in _statement_lists(statement):
+                if visit(inner):
+                    return True
+        return False
+
+    if not visit(definition.body):
+        raise RewriteError("loop not found")
+
+
+def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, context: Context) -> SafeForm:
+    if not loops:
+        raise NoSafeForm(f"no dynamic `for ... in range(...)` loop {why}")
+    bodies, depth = 1, {}
+    for loop in loops:
+        if isinstance(loop, ast.While):
+            raise NoSafeForm("a `while` loop has no static form")
+        if not _range_loop(loop):
+            raise NoSafeForm("a loop that is not `for ... in range(...)`")
+        nested = sum(1 for other in loops if other is not loop and any(n is loop for n in ast.walk(other)))
+        depth[id(loop)] = nested
+    trips = {id(loop): _trips(loop, context) for loop in loops}
+    for loop in loops:
+        copies = trips[id(loop)]
+        for outer in loops:
+            if outer is not loop and any(n is loop for n in ast.walk(outer)):
+                copies *= trips[id(outer)]
+        bodies = max(bodies, copies)
+    if bodies > min(UNROLL_BUDGET, context.budget):
+        raise NoSafeForm(f"unrolling {len(loops)} loop(s) would copy a body {bodies} times")
+    context.budget -= bodies
+    # Innermost first: an outer loop's body then already holds the unrolled inner one.
+    for serial, loop in enumerate(sorted(loops, key=lambda l: -depth[id(l)])):
+        _replace_statement(definition, loop, _unroll(loop, f"{serial}_{loop.lineno}", trips[id(loop)]))
+    return SafeForm("", f"{len(loops)} dynamic loop(s) {why} made static (unrolled, guarded by the original bounds)",
+                    {}, {}, preserves_forward=True)
+
+
+def _static_enclosing_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL104: the dynamic loops around the flagged statement become static loops, whose adjoint
+    replays every iteration with its own values."""
+    loops = [s for s in enclosing(definition, block[index]) if isinstance(s, (ast.For, ast.While))]
+    return _unroll_all(definition, [l for l in loops if _dynamic(l, context)], "around the flagged statement",
+                       context)
+
+
+def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL107: the dynamic loops before the flagged use that update what it reads (directly or
+    through locals computed from them) become static loops."""
+    statement = block[index]
+    needed = _names_read(statement)
+    loops: list[ast.stmt] = []
+    # Walk the function's statements before the flagged one, last first, growing the set of
+    # names the flagged use depends on.
+    # Statements an earlier rewrite inserted have no line: they are warp-lint's, never a loop to unroll.
+    ordered = [s for s in _flatten(definition.body) if getattr(s, "lineno", None) is not None
+               and s.lineno < statement.lineno]
+    around = {id(s) for s in enclosing(definition, statement)}
+    for earlier in reversed(ordered):
+        if isinstance(earlier, (ast.For, ast.While)):
+            if id(earlier) in around:
+                continue
+            if _names_assigned(earlier) & needed:
+                loops.append(earlier)
+                needed |= _names_read(earlier)
+        elif isinstance(earlier, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and _names_assigned(earlier) & needed:
+            needed |= _names_read(earlier)
+    # A loop nested in another selected loop is unrolled with it.
+    loops = [l for l in loops if _dynamic(l, context)]
+    outermost = [l for l in loops if not any(o is not l and any(n is l for n in ast.walk(o)) for o in loops)]
+    inner = [l for l in loops if l not in outermost]
+    return _unroll_all(definition, outermost + inner, "that feed the flagged use", context)
+
+
+def _flatten(block: list[ast.stmt]) -> Iterator[ast.stmt]:
+    for statement in block:
+        yield statement
+        for inner in _statement_lists(statement):
+            yield from _flatten(inner)
+
+
+def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL109 / WL108: each `wp.where(c, a, b)` / `wp.select(c, a, b)` / `a if c else b` of the
+    statement becomes an `if`/`else` block before it, whose adjoint runs only the branch taken."""
+    statement = block[index]
+    hoisted: list[ast.stmt] = []
+
+    class Hoist(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            name = _callee(node)
+            if name in ("where", "select") and len(node.args) == 3 and not node.keywords:
+                condition, first, second = node.args
+                taken, other = (first, second) if name == "where" else (second, first)
+                return self._branch(condition, taken, other)
+            return node
+
+        def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+            self.generic_visit(node)
+            return self._branch(node.test, node.body, node.orelse)
+
+        def _branch(self, condition: ast.expr, taken: ast.expr, other: ast.expr) -> ast.Name:
+            name = f"_wl_sel{len(hoisted)}"
+            hoisted.append(ast.If(test=condition, body=[ast.Assign(targets=[ast.Name(name, ast.Store())], value=taken)],
+                                  orelse=[ast.Assign(targets=[ast.Name(name, ast.Store())], value=other)]))
+            return ast.Name(name, ast.Load())
+
+    rewritten = Hoist().visit(statement)
+    if not hoisted:
+        raise NoSafeForm("no wp.where / wp.select / conditional expression in the flagged statement")
+    block[index:index + 1] = hoisted + [rewritten]
+    return SafeForm("", f"{len(hoisted)} selection(s) turned into if/else blocks", {}, {}, preserves_forward=True)
+
+
+def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL110: `wp.sqrt(q)` / `wp.pow(q, 0.5)` of the statement guarded at zero (`sqrt(q)` when
+    `q > 0`, else 0), the gradient `wp.length` gives."""
+    statement = block[index]
+    count = 0
+
+    class Guard(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal count
+            self.generic_visit(node)
+            name = _callee(node)
+            if (name == "sqrt" and len(node.args) == 1) or (name == "pow" and len(node.args) == 2 and _is_half(node.args[1])):
+                count += 1
+                return _call("_wl_sqrt_guarded", node.args[0])
+            return node
+
+    block[index] = Guard().visit(statement)
+    if not count:
+        raise NoSafeForm("no wp.sqrt / wp.pow(q, 0.5) in the flagged statement")
+    return SafeForm("", f"{count} square root(s) guarded at zero", {}, {}, preserves_forward=True)
+
+
+SAFE_FORMS = {
+    "redirect-write": _redirect_write,
+    "rebuild-component": _rebuild_component,
+    "static-enclosing-loops": _static_enclosing_loops,
+    "static-feeding-loops": _static_feeding_loops,
+    "select-branch": _select_branch,
+    "guarded-sqrt": _guarded_sqrt,
+}
+
+# Warp helpers the rewrites call, defined once in every generated module (after `import warp as
+# _wl_wp` and `from typing import Any as _wl_Any`). Overloads by value type: a generic `Any` cannot scale a
+# vector by a float32 probe of another precision.
+HELPERS = '''
+@_wl_wp.func
+def _wl_is_zero(q: _wl_Any):
+    if q == q - q:
+        return 1
+    return 0
+
+
+@_wl_wp.func
+def _wl_nonfinite(x: _wl_Any):
+    if _wl_wp.isfinite(x):
+        return 0
+    return 1
+
+
+@_wl_wp.func
+def _wl_unselected_nonfinite(c: _wl_Any, taken: _wl_Any, other: _wl_Any):
+    if c:
+        return _wl_nonfinite(other)
+    return _wl_nonfinite(taken)
+
+
+@_wl_wp.func
+def _wl_sqrt_guarded(q: _wl_Any):
+    if q > q - q:
+        return _wl_wp.sqrt(q)
+    return q - q
+'''
+
+_THROUGH = '''
+@_wl_wp.func
+def _wl_through(value: {annotation}, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
+                hits: _wl_wp.array(dtype=_wl_wp.int32)):
+    {accumulate}
+    return value * {scalar}(1.0 + s)
+'''
+
+# Any other type (integers, transforms, structs...): passed on as it is, and counted as not probed.
+_THROUGH_OTHERS = '''
+@_wl_wp.func
+def _wl_through(value: _wl_Any, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
+                hits: _wl_wp.array(dtype=_wl_wp.int32)):
+    _wl_wp.atomic_add(hits, k * 3 + 2, 1)
+    return value
+'''
+
+_SCALARS = ("float16", "float32", "float64")
+
+
+def through_helpers() -> str:
+    """``_wl_through`` overloads: scalars, vectors, matrices and quaternions of each precision."""
+    parts = []
+    for scalar in _SCALARS:
+        cast = f"_wl_wp.{scalar}"
+        parts.append(_THROUGH.format(annotation=f"_wl_wp.{scalar}", scalar=cast,
+                                     accumulate=f"_wl_wp.atomic_add(tap, k, _wl_wp.float32(value))"))
+        sum_vector = ("t = _wl_wp.float32(0.0)\n    for i in range(len(value)):\n"
+                      "        t += _wl_wp.float32(value[i]) * _wl_wp.float32(i + 1)\n    _wl_wp.atomic_add(tap, k, t)")
+        parts.append(_THROUGH.format(annotation=f"_wl_wp.types.vector(length=_wl_Any, dtype=_wl_wp.{scalar})",
+                                     scalar=cast, accumulate=sum_vector))
+        parts.append(_THROUGH.format(annotation=f"_wl_wp.types.quaternion(dtype=_wl_wp.{scalar})",
+                                     scalar=cast, accumulate=sum_vector))
+        sum_matrix = ("t = _wl_wp.float32(0.0)\n    for r in range(len(value)):\n"
+                      "        for c in range(len(value[r])):\n"
+                      "            t += _wl_wp.float32(value[r][c]) * _wl_wp.float32(r + 3 * c + 1)\n"
+                      "    _wl_wp.atomic_add(tap, k, t)")
+        parts.append(_THROUGH.format(annotation=f"_wl_wp.types.matrix(shape=(_wl_Any, _wl_Any), dtype=_wl_wp.{scalar})",
+                                     scalar=cast, accumulate=sum_matrix))
+    parts.append(_THROUGH_OTHERS)
+    return "".join(parts)
