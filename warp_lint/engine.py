@@ -14,6 +14,7 @@ import libcst as cst
 from warp_lint import suppression
 from warp_lint.context import FileContext
 from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
+from warp_lint.incremental import KernelUnits
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.summary import FileSummary, summarize
 from warp_lint.registry import EXTRA_CODES, all_rules
@@ -94,8 +95,13 @@ def analyse_bytes(path: str, raw: bytes, settings: FileSettings) -> FileAnalysis
     return analyse_source(source, settings)
 
 
-def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True) -> FileAnalysis:
-    """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels."""
+def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True,
+                   units: KernelUnits | None = None) -> FileAnalysis:
+    """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels.
+
+    ``units``: the results of earlier analyses by top-level statement (an editor session, a fix's
+    re-lint): only the statements whose key changed are analysed again, with the same result.
+    """
     path = source.path
     try:
         triaged = triage(source.text, settings.whole_file)
@@ -113,6 +119,12 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
     analysis = FileAnalysis(path, [], summary, source=source)
     if not kernels or not triaged.regions:
         return analysis
+    if units is not None and not settings.whole_file:
+        with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
+            done = units.analyse(source, triaged, summary, settings.target_version, file_rules(settings.rule_codes))
+        if done is not None:
+            analysis.findings, analysis.facts = done
+            return analysis
     try:
         module = cst.parse_module(triaged.synthetic)
     except cst.ParserSyntaxError as error:

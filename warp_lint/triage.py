@@ -186,7 +186,7 @@ def triage(text: str, whole_file: bool = False) -> Triage:
     if not definitions:
         return Triage(tree, aliases, [], "", import_nodes, [], [])  # no Warp definition: nothing for LibCST
     regions = _merge(ranges, tree)
-    synthetic, line_map, statement_lines = _synthesize(lines, regions)
+    synthetic, line_map, statement_lines = synthesize(lines, regions)
     return Triage(tree, aliases, [(start, end) for start, end, _ in regions], synthetic, import_nodes, line_map,
                   statement_lines)
 
@@ -211,7 +211,7 @@ def _merge(ranges: list[tuple[int, int, int]], tree: ast.Module) -> list[tuple[i
     return merged
 
 
-def _synthesize(lines: list[str], regions: list[tuple[int, int, int]]) -> tuple[str, list[int], list[int]]:
+def synthesize(lines: list[str], regions: list[tuple[int, int, int]]) -> tuple[str, list[int], list[int]]:
     """The regions one after the other; the file line of each synthetic line; where statements start.
 
     Each region at indentation 0 is one top-level statement. An indented region opens an ``if 1:``

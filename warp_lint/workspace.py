@@ -25,11 +25,12 @@ from typing import Callable, Iterable, Iterator
 from warp_lint import versions
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
 from warp_lint.finding import Finding, Related
+from warp_lint.incremental import KernelUnits
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
 from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
-from warp_lint.project.summary import FileSummary
+from warp_lint.project.summary import MODULE_SCOPE, FileSummary
 from warp_lint.project_context import ProjectContext
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceError, SourceFile, decode_source
@@ -47,6 +48,10 @@ class Workspace:
         self._eager = eager  # the files whose definitions and entry points the model reads
         self._analyses: dict[str, FileAnalysis] = {}
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        # Kept warm across lints of new text (an editor's buffers, a fix's re-lint): kernel results
+        # by top-level statement, and the host findings of the current model.
+        self.units = KernelUnits()
+        self._host_findings: tuple[ProjectModel, frozenset[str], list[Finding]] | None = None
 
     @classmethod
     def alone(cls, analysis: FileAnalysis, settings: FileSettings) -> Workspace:
@@ -86,6 +91,34 @@ class Workspace:
         self._analyses[analysis.path] = analysis
         self._eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+
+    def update(self, analysis: FileAnalysis) -> bool:
+        """A linted file's new analysis (new text of it); True when the project model changed.
+
+        The model is kept (recordings, contexts and host findings with it) when the file's summary
+        and kernel facts are what they were: an edit inside a kernel that leaves its facts alone,
+        a comment, a blank inside a line. Otherwise it is built again from the summaries.
+        """
+        previous = self._analyses.get(analysis.path)
+        if previous is not None and previous.facts == analysis.facts and (
+                previous.summary is analysis.summary is None or (
+                previous.summary is not None and analysis.summary is not None
+                and _same_model_input(previous.summary, analysis.summary))):
+            self._analyses[analysis.path] = analysis
+            self.index.by_path[analysis.path].summary = analysis.summary  # same content: caches hold
+            return False
+        self.add(analysis)
+        return True
+
+    def drop(self, path: str) -> None:
+        """Forget a file's linted text (an editor closed its buffer): it is read from disk again."""
+        if self._analyses.pop(path, None) is None:
+            return
+        info = self.index.by_path.get(path)
+        if info is not None:
+            info.loaded = False
+            self.index.set_summary(path, self._summary_of(path))
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
 
     # -- loading --------------------------------------------------------------------------
@@ -132,8 +165,12 @@ class Workspace:
         return analysis
 
     def lint_source(self, source: SourceFile, settings: FileSettings) -> FileResult:
-        """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer."""
-        return self.results([analyse_source(source, settings)], lambda _: settings)[0]
+        """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer. Only its
+        changed top-level statements are analysed again (``units``), and the project model is
+        updated from it (see ``update``)."""
+        analysis = analyse_source(source, settings, units=self.units)
+        self.update(analysis)  # text that does not parse has no summary: the model has none for it either
+        return self.results([analysis], lambda _: settings)[0]
 
     # -- finishing ------------------------------------------------------------------------
     def host_findings(self, codes: set[str]) -> list[Finding]:
@@ -141,15 +178,19 @@ class Workspace:
         selected = [code for code in rules if code in codes and rules[code].level == "project"]
         if not selected:
             return []
+        cached = self._host_findings
+        if cached is not None and cached[0] is self.model and cached[1] == frozenset(selected):
+            return cached[2]
         context = ProjectContext(self.model)
         for code in selected:
             rules[code]().check(context)
+        self._host_findings = (self.model, frozenset(selected), context.findings)
         return context.findings
 
     def results(self, analyses: list[FileAnalysis], settings_for: Callable[[Path], FileSettings]) -> list[FileResult]:
         for analysis in analyses:
             if analysis.summary is not None and self._analyses.get(analysis.path) is not analysis:
-                self.add(analysis)
+                self.update(analysis)
         settings = {a.path: settings_for(Path(a.path)) for a in analyses}
         codes = set().union(*(s.rule_codes for s in settings.values())) if settings else set()
         host: dict[str, list[Finding]] = {}
@@ -191,6 +232,21 @@ class Workspace:
                       for site in reach.chain]
             related = related + tuple(notes)
         return dataclasses.replace(finding, data=data, related=related)
+
+
+def _same_model_input(before: FileSummary, after: FileSummary) -> bool:
+    """Whether the project model reads the same from both summaries of one file. Everything counts
+    but the text's digest and the words of the module's own statements (their operations count,
+    and the words only pre-select what the operations decide)."""
+    return _model_input(before) == _model_input(after)
+
+
+def _model_input(summary: FileSummary) -> FileSummary:
+    module = summary.functions.get(MODULE_SCOPE)
+    functions = summary.functions
+    if module is not None:
+        functions = {**functions, MODULE_SCOPE: dataclasses.replace(module, words=frozenset())}
+    return dataclasses.replace(summary, digest="", functions=functions)
 
 
 def _read_bytes(path: Path) -> bytes | None:

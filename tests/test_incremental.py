@@ -1,0 +1,227 @@
+"""Incremental analysis gives what a full analysis gives: random edits of real files (the bundled
+example, the fixtures, a generated program), each step linted both ways.
+
+An editor session is a ``Workspace`` kept across edits, its kernel results by top-level statement
+(``Workspace.units``) and its project model kept warm; the reference is a fresh workspace and a
+whole-file analysis of the same text.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from warp_lint.engine import FileSettings, analyse_source
+from warp_lint.incremental import KernelUnits
+from warp_lint.registry import all_rules
+from warp_lint.source import SourceFile
+from warp_lint.workspace import Workspace
+
+ROOT = Path(__file__).resolve().parent.parent
+REAL_FILES = [
+    ROOT / "examples" / "particles.py",
+    ROOT / "tests" / "runtime" / "fixtures" / "hazards.py",
+    ROOT / "tests" / "fixtures" / "host" / "sim_wl201_in_place_state.py",
+    ROOT / "tests" / "fixtures" / "host" / "sim_wl204_no_zero.py",
+    ROOT / "tests" / "fixtures" / "host_catalogue" / "sim_wl208_truncated.py",
+    ROOT / "tests" / "trace" / "scripts" / "hazards.py",
+]
+
+GENERATED = textwrap.dedent('''\
+    import warp as wp
+
+    N = 4
+
+
+    @wp.struct
+    class State:
+        q: wp.array(dtype=float)
+        v: wp.array(dtype=float)
+
+
+    @wp.func
+    def twice(x: float):
+        return 2.0 * x
+
+
+    @wp.func
+    def bump(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] + 1.0
+
+
+    @wp.kernel
+    def step(s: State, out: wp.array(dtype=float)):
+        i = wp.tid()
+        s.q[i] = s.q[i] + twice(s.v[i])
+        for k in range(N):
+            out[i] = out[i] * 0.5
+        bump(out, i)
+
+
+    @wp.kernel
+    def scale(x: wp.array(dtype=float), y: wp.array(dtype=wp.vec3)):
+        i = wp.tid()
+        y[i].x = twice(x[i])
+        x[i] = x[i] * x[i]
+
+
+    class Sim:
+        @wp.kernel
+        def inner(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] * 2.0
+
+        def run(self, a):
+            wp.launch(self.inner, dim=4, inputs=[a])
+
+
+    def train(x, y):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(scale, dim=4, inputs=[x, y])
+        tape.backward()
+
+
+    def main(s, out):
+        wp.launch(step, dim=4, inputs=[s, out])
+    ''')
+
+SNIPPETS = [
+    "@wp.kernel\ndef extra(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = a[i] * a[i]\n",
+    "@wp.func\ndef twice(x: float):\n    return x + x\n",
+    "@wp.func\ndef bump(a: wp.array(dtype=float), i: int):\n    wp.atomic_add(a, i, 1.0)\n",
+    'wp.set_module_options({"enable_backward": False})\n',
+    "N = 16\n",
+    "import warp as wp2\n",
+    "def helper(x, y):\n    tape = wp.Tape()\n    with tape:\n        wp.launch(scale, dim=4, inputs=[x, y])\n",
+    "x = 3.141592653589793  # a long number\n",
+]
+
+
+def _top_level_starts(lines: list[str]) -> list[int]:
+    try:
+        tree = ast.parse("".join(lines))
+    except (SyntaxError, ValueError):
+        return [0, len(lines)]
+    starts = [min([d.lineno for d in getattr(s, "decorator_list", [])] + [s.lineno]) - 1 for s in tree.body]
+    return starts + [len(lines)]
+
+
+def edit(text: str, kind: str, where: int, pick: int) -> str:
+    """One edit of the kind editors make, at a place chosen by ``where`` and ``pick``."""
+    lines = text.splitlines(keepends=True) or ["\n"]
+    at = where % len(lines)
+    if kind == "blank line":
+        lines.insert(at, "\n")
+    elif kind == "comment":
+        line = lines[at].rstrip("\r\n")
+        if not line.rstrip().endswith("\\"):
+            lines[at] = f"{line}  # edited\n"
+    elif kind == "duplicate line":
+        lines.insert(at, lines[at])
+    elif kind == "delete line":
+        del lines[at]
+    elif kind == "rename":
+        words = sorted(set(" ".join(lines).replace("(", " ").replace(")", " ").split()))
+        names = [w for w in words if w.isidentifier()]
+        line = lines[at]
+        present = [n for n in names if n in line.split()]
+        if present and names:
+            lines[at] = line.replace(present[pick % len(present)], names[(pick // 7) % len(names)], 1)
+    elif kind == "swap statements":
+        starts = _top_level_starts(lines)
+        if len(starts) > 2:
+            first = pick % (len(starts) - 2)
+            a, b, c = starts[first], starts[first + 1], starts[first + 2]
+            lines[a:c] = lines[b:c] + lines[a:b]
+    elif kind == "insert statement":
+        starts = _top_level_starts(lines)
+        lines.insert(starts[where % len(starts)], "\n" + SNIPPETS[pick % len(SNIPPETS)] + "\n")
+    return "".join(lines)
+
+
+EDITS = st.tuples(st.sampled_from(["blank line", "comment", "duplicate line", "delete line", "rename",
+                                   "swap statements", "insert statement"]),
+                  st.integers(0, 10_000), st.integers(0, 10_000))
+SETTINGS = FileSettings(tuple(all_rules()), ">=1.10,<1.14", report_unused_noqa=True)
+
+
+def _source(path: Path, text: str) -> SourceFile:
+    return SourceFile(str(path), text.encode("utf-8"), text, "utf-8", False)
+
+
+def _summary(findings) -> list:
+    return sorted((f.code, f.start, f.end, f.message, repr(f.fix), repr(f.related), repr(f.data)) for f in findings)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("incremental")
+    (root / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
+    return root
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.sampled_from([*REAL_FILES, None]), st.lists(EDITS, min_size=1, max_size=4))
+def test_incremental_edits_lint_as_a_full_lint(project: Path, original, edits):
+    text = GENERATED if original is None else original.read_text(encoding="utf-8")
+    path = project / ("generated.py" if original is None else original.name)
+    path.write_text(text, encoding="utf-8")  # on disk: the text before the edits, as in an editor
+    session = Workspace.for_files([path])
+    session.lint_source(_source(path, text), SETTINGS)
+    for kind, where, pick in edits:
+        text = edit(text, kind, where, pick)
+        analysis = analyse_source(_source(path, text), SETTINGS, units=session.units)
+        reference = analyse_source(_source(path, text), SETTINGS)
+        assert _summary(analysis.findings) == _summary(reference.findings), (kind, where, pick)
+        assert analysis.facts == reference.facts
+        assert analysis.summary == reference.summary
+        incremental = session.lint_source(_source(path, text), SETTINGS).findings
+        path.write_text(text, encoding="utf-8")  # the command line reads it from disk
+        full = Workspace.for_files([path]).results([reference], lambda _: SETTINGS)[0].findings
+        assert incremental == full, (kind, where, pick)
+
+
+def test_an_edit_inside_one_kernel_analyses_that_kernel_alone(project: Path):
+    path = project / "generated.py"
+    units = KernelUnits()
+    analyse_source(_source(path, GENERATED), SETTINGS, units=units)
+    assert units.whole == 0 and units.reused == 0
+    before = units.analysed
+    edited = GENERATED.replace("x[i] = x[i] * x[i]", "x[i] = x[i] * x[i] * 2.0")
+    analysis = analyse_source(_source(path, "\n\n" + edited), SETTINGS, units=units)
+    assert units.analysed - before == 1  # `scale`; the units above and below are reused, two lines down
+    assert _summary(analysis.findings) == _summary(analyse_source(_source(path, "\n\n" + edited), SETTINGS).findings)
+    wl102 = [f for f in analysis.findings if f.code == "WL102" and "x[i]" in f.message]
+    assert wl102 and wl102[0].start.line == edited.splitlines().index("    x[i] = x[i] * x[i] * 2.0") + 3
+
+
+def test_a_helper_edit_analyses_its_callers_again(project: Path):
+    path = project / "generated.py"
+    units = KernelUnits()
+    analyse_source(_source(path, GENERATED), SETTINGS, units=units)
+    before = units.analysed
+    # `bump` no longer reads `a` before writing it: `step` (its caller) changes too, `scale` does not.
+    edited = GENERATED.replace("a[i] = a[i] + 1.0", "wp.atomic_add(a, i, 1.0)")
+    analysis = analyse_source(_source(path, edited), SETTINGS, units=units)
+    assert units.analysed - before == 2
+    assert _summary(analysis.findings) == _summary(analyse_source(_source(path, edited), SETTINGS).findings)
+
+
+def test_the_model_is_kept_for_an_edit_that_leaves_summary_and_facts_alone(project: Path):
+    path = project / "generated.py"
+    path.write_text(GENERATED, encoding="utf-8")
+    session = Workspace.for_files([path])
+    session.lint_source(_source(path, GENERATED), SETTINGS)
+    model = session.model
+    assert model.scopes  # recorded: `train` records `scale` on a tape
+    session.lint_source(_source(path, GENERATED.replace("out[i] * 0.5", "out[i] * 0.25")), SETTINGS)
+    assert session.model is model
+    session.lint_source(_source(path, GENERATED.replace("tape.backward()", "pass")), SETTINGS)
+    assert session.model is not model
