@@ -165,12 +165,20 @@ class Workspace:
         return analysis
 
     def lint_source(self, source: SourceFile, settings: FileSettings) -> FileResult:
-        """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer. Only its
-        changed top-level statements are analysed again (``units``), and the project model is
-        updated from it (see ``update``)."""
+        """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer."""
+        return self.lint_text(source, settings)[0]
+
+    def lint_text(self, source: SourceFile, settings: FileSettings) -> tuple[FileResult, FileAnalysis, bool]:
+        """``lint_source``, with the file's analysis and whether the project model changed (the
+        other files' results may have). Only the changed top-level statements are analysed again
+        (``units``), and the model is updated from the new text (see ``update``)."""
         analysis = analyse_source(source, settings, units=self.units)
-        self.update(analysis)  # text that does not parse has no summary: the model has none for it either
-        return self.results([analysis], lambda _: settings)[0]
+        changed = self.update(analysis)  # text that does not parse has no summary: the model has none for it
+        return self.results([analysis], lambda _: settings)[0], analysis, changed
+
+    def analysis_of(self, path: str) -> FileAnalysis | None:
+        """The analysis of a linted file's current text (what ``update`` or ``results`` last took)."""
+        return self._analyses.get(path)
 
     # -- finishing ------------------------------------------------------------------------
     def host_findings(self, codes: set[str]) -> list[Finding]:
