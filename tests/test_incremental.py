@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from warp_lint.engine import FileSettings, analyse_source
-from warp_lint.incremental import KernelUnits
+from warp_lint.incremental import AnalysisMemory
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceFile
 from warp_lint.workspace import Workspace
@@ -177,7 +177,7 @@ def test_incremental_edits_lint_as_a_full_lint(project: Path, original, edits):
     session.lint_source(_source(path, text), SETTINGS)
     for kind, where, pick in edits:
         text = edit(text, kind, where, pick)
-        analysis = analyse_source(_source(path, text), SETTINGS, units=session.units)
+        analysis = analyse_source(_source(path, text), SETTINGS, memory=session.memory)
         reference = analyse_source(_source(path, text), SETTINGS)
         assert _summary(analysis.findings) == _summary(reference.findings), (kind, where, pick)
         assert analysis.facts == reference.facts
@@ -190,12 +190,13 @@ def test_incremental_edits_lint_as_a_full_lint(project: Path, original, edits):
 
 def test_an_edit_inside_one_kernel_analyses_that_kernel_alone(project: Path):
     path = project / "generated.py"
-    units = KernelUnits()
-    analyse_source(_source(path, GENERATED), SETTINGS, units=units)
+    memory = AnalysisMemory()
+    units = memory.units
+    analyse_source(_source(path, GENERATED), SETTINGS, memory=memory)
     assert units.whole == 0 and units.reused == 0
     before = units.analysed
     edited = GENERATED.replace("x[i] = x[i] * x[i]", "x[i] = x[i] * x[i] * 2.0")
-    analysis = analyse_source(_source(path, "\n\n" + edited), SETTINGS, units=units)
+    analysis = analyse_source(_source(path, "\n\n" + edited), SETTINGS, memory=memory)
     assert units.analysed - before == 1  # `scale`; the units above and below are reused, two lines down
     assert _summary(analysis.findings) == _summary(analyse_source(_source(path, "\n\n" + edited), SETTINGS).findings)
     wl102 = [f for f in analysis.findings if f.code == "WL102" and "x[i]" in f.message]
@@ -204,12 +205,13 @@ def test_an_edit_inside_one_kernel_analyses_that_kernel_alone(project: Path):
 
 def test_a_helper_edit_analyses_its_callers_again(project: Path):
     path = project / "generated.py"
-    units = KernelUnits()
-    analyse_source(_source(path, GENERATED), SETTINGS, units=units)
+    memory = AnalysisMemory()
+    units = memory.units
+    analyse_source(_source(path, GENERATED), SETTINGS, memory=memory)
     before = units.analysed
     # `bump` no longer reads `a` before writing it: `step` (its caller) changes too, `scale` does not.
     edited = GENERATED.replace("a[i] = a[i] + 1.0", "wp.atomic_add(a, i, 1.0)")
-    analysis = analyse_source(_source(path, edited), SETTINGS, units=units)
+    analysis = analyse_source(_source(path, edited), SETTINGS, memory=memory)
     assert units.analysed - before == 2
     assert _summary(analysis.findings) == _summary(analyse_source(_source(path, edited), SETTINGS).findings)
 
@@ -225,3 +227,39 @@ def test_the_model_is_kept_for_an_edit_that_leaves_summary_and_facts_alone(proje
     assert session.model is model
     session.lint_source(_source(path, GENERATED.replace("tape.backward()", "pass")), SETTINGS)
     assert session.model is not model
+
+
+CHAR_EDITS = st.tuples(st.integers(0, 10_000), st.integers(0, 10_000),
+                       st.sampled_from(["", "x", "(", ")", ":", " ", "    ", "#", "'", '"""', "=", "\\"]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from([*REAL_FILES, None]), st.lists(CHAR_EDITS, min_size=1, max_size=8))
+def test_a_tree_parsed_in_part_is_the_tree_parsed_whole(original, edits):
+    text = GENERATED if original is None else original.read_text(encoding="utf-8")
+    memory = AnalysisMemory()
+    memory.trees.parse("file.py", text)
+    for where, column, typed in edits:
+        lines = text.splitlines(keepends=True)
+        row = where % len(lines)
+        content = lines[row].rstrip("\r\n")  # typing inside a line: no line appears or disappears
+        cut = column % (len(content) + 1)
+        lines[row] = content[:cut] + typed + content[cut + (0 if typed else 1):] + lines[row][len(content):]
+        text = "".join(lines)
+        try:
+            whole = ast.dump(ast.parse(text), include_attributes=True)
+        except (SyntaxError, ValueError) as error:
+            with pytest.raises(type(error)):
+                memory.trees.parse("file.py", text)
+            continue
+        assert ast.dump(memory.trees.parse("file.py", text), include_attributes=True) == whole
+
+
+def test_an_edit_inside_a_line_parses_one_statement():
+    memory = AnalysisMemory()
+    memory.trees.parse("file.py", GENERATED)
+    edited = GENERATED.replace("out[i] * 0.5", "out[i] * 0.25")
+    tree = memory.trees.parse("file.py", edited)
+    assert memory.trees.reparsed == 1
+    assert ast.dump(tree, include_attributes=True) == ast.dump(ast.parse(edited), include_attributes=True)
+    assert tree.body[0] is memory.trees.parse("file.py", GENERATED).body[0]  # the other statements' nodes are kept

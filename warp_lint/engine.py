@@ -14,7 +14,7 @@ import libcst as cst
 from warp_lint import suppression
 from warp_lint.context import FileContext
 from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
-from warp_lint.incremental import KernelUnits
+from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.summary import FileSummary, summarize
 from warp_lint.registry import EXTRA_CODES, all_rules
@@ -96,15 +96,16 @@ def analyse_bytes(path: str, raw: bytes, settings: FileSettings) -> FileAnalysis
 
 
 def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True,
-                   units: KernelUnits | None = None) -> FileAnalysis:
+                   memory: AnalysisMemory | None = None) -> FileAnalysis:
     """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels.
 
-    ``units``: the results of earlier analyses by top-level statement (an editor session, a fix's
-    re-lint): only the statements whose key changed are analysed again, with the same result.
+    ``memory``: what earlier analyses left (an editor session, a fix's re-lint): only the top-level
+    statements that changed are parsed and analysed again, with the same result.
     """
     path = source.path
     try:
-        triaged = triage(source.text, settings.whole_file)
+        tree = memory.trees.parse(path, source.text) if memory is not None else None
+        triaged = triage(source.text, settings.whole_file, tree)
     except SyntaxError as error:
         return FileAnalysis(path, [_syntax_error(path, error)], source=source)
     except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, absurd nesting
@@ -112,16 +113,18 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
                             source=source)
     try:
         with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
-            summary = summarize(triaged.tree, source.text, triaged.warp_aliases)
+            summary = summarize(triaged.tree, source.text, triaged.warp_aliases,
+                                memory.statements if memory is not None else None)
     except RecursionError:
         return FileAnalysis(path, [input_error(path, "E999", "expression nested too deeply to analyse")],
                             source=source)
     analysis = FileAnalysis(path, [], summary, source=source)
     if not kernels or not triaged.regions:
         return analysis
-    if units is not None and not settings.whole_file:
+    if memory is not None and not settings.whole_file:
         with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
-            done = units.analyse(source, triaged, summary, settings.target_version, file_rules(settings.rule_codes))
+            done = memory.units.analyse(source, triaged, summary, settings.target_version,
+                                        file_rules(settings.rule_codes))
         if done is not None:
             analysis.findings, analysis.facts = done
             return analysis

@@ -39,7 +39,7 @@ from warp_lint.context import FileContext
 from warp_lint.finding import Edit, Finding, Fix, Position, Related
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.names import import_skeleton
-from warp_lint.project.summary import WARP_DECORATOR_KINDS, FileSummary
+from warp_lint.project.summary import WARP_DECORATOR_KINDS, FileSummary, StatementMemo
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceFile, split_lines
 from warp_lint.triage import Triage, synthesize
@@ -91,6 +91,78 @@ class UnitResult:
 
     findings: list[Finding]
     facts: list[KernelFacts | None]
+
+
+class AnalysisMemory:
+    """What earlier analyses leave for the next analysis of a changed text (an editor session, a
+    fix's re-lint): each file's last ``ast`` tree, what each top-level statement defined (its
+    summary), and each unit's kernel results. One per session; it only makes analyses faster,
+    never different."""
+
+    def __init__(self):
+        self.trees = LastTrees()
+        self.statements = StatementMemo()
+        self.units = KernelUnits()
+
+
+class LastTrees:
+    """Each file's last ``ast`` tree: a new text of the file is parsed again only from the top-level
+    statement before its first changed line to the one after its last, when no line moved (typing
+    inside a line); the other statements' nodes are the old ones, lines and columns unchanged.
+
+    The rest of the file parses as it did: the part parsed again starts at a top-level statement
+    that did not change and parses on its own, so it ends where the tokenizer is between statements
+    at column 0, where the unchanged statements after it start. When it does not parse on its own,
+    the whole text is parsed, as without a last tree.
+    """
+
+    def __init__(self, capacity: int = 64):
+        self.capacity = capacity
+        self._last: collections.OrderedDict[str, tuple[list[str], ast.Module, list[int]]] = collections.OrderedDict()
+        self.reparsed = 0  # texts parsed in part, for tests and the benchmark
+
+    def parse(self, path: str, text: str) -> ast.Module:
+        """``ast.parse(text)``, reusing the last tree of ``path``. Raises SyntaxError as it does."""
+        lines = split_lines(text)
+        last = self._last.get(path)
+        tree = _reparse(last, lines) if last is not None and "barry_as_FLUFL" not in text else None
+        if tree is None:
+            tree = ast.parse(text)
+        else:
+            self.reparsed += 1
+        self._last[path] = (lines, tree, [_first_line(statement) for statement in tree.body])
+        self._last.move_to_end(path)
+        while len(self._last) > self.capacity:
+            self._last.popitem(last=False)
+        return tree
+
+
+def _reparse(last: tuple[list[str], ast.Module, list[int]], lines: list[str]) -> ast.Module | None:
+    old_lines, old_tree, firsts = last
+    if len(old_lines) != len(lines):
+        return None  # lines moved: the nodes after the edit would need new line numbers
+    count = len(lines)
+    prefix = 0
+    while prefix < count and old_lines[prefix] == lines[prefix]:
+        prefix += 1
+    if prefix == count:
+        return old_tree
+    suffix = 0
+    while suffix < count - prefix and old_lines[count - 1 - suffix] == lines[count - 1 - suffix]:
+        suffix += 1
+    first_changed, last_changed = prefix + 1, count - suffix
+    before = bisect.bisect_right(firsts, first_changed) - 1  # the statement holding or before the change
+    start_index = max(before, 0)
+    start = firsts[start_index] if before >= 0 else 1
+    end_index = bisect.bisect_right(firsts, last_changed)  # the first statement after the change
+    end = firsts[end_index] - 1 if end_index < len(firsts) else count
+    try:
+        part = ast.parse("".join(lines[start - 1:end]))
+    except (SyntaxError, ValueError):
+        return None
+    ast.increment_lineno(part, start - 1)
+    return ast.Module(body=old_tree.body[:start_index] + part.body + old_tree.body[end_index:],
+                      type_ignores=[])
 
 
 class Unsupported(Exception):

@@ -62,7 +62,7 @@ from warp_lint.engine import (
 from warp_lint.files import PYTHON_SUFFIXES, is_excluded
 from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Position
 from warp_lint.fixer import applicable, line_starts, offset_of
-from warp_lint.incremental import KernelUnits
+from warp_lint.incremental import AnalysisMemory
 from warp_lint.project.layout import find_root
 from warp_lint.registry import EXTRA_CODES, all_rules
 from warp_lint.source import SourceFile, split_lines
@@ -163,7 +163,7 @@ class Projects:
         self._cache_for = cache_for
         self._workspaces: dict[Path, Workspace] = {}
         self._roots: dict[str, Path] = {}  # an open buffer's path -> its project's root
-        self.units = KernelUnits()  # shared: a unit's results depend on its text alone, not its file
+        self.memory = AnalysisMemory()  # shared by the projects: it is keyed by text (and path)
 
     def workspace_of(self, path: str) -> Workspace:
         root = self._roots.get(path)
@@ -172,7 +172,7 @@ class Projects:
         workspace = self._workspaces.get(root)
         if workspace is None:
             workspace = self._workspaces[root] = Workspace.for_files([Path(path)], self._cache_for(root))
-            workspace.units = self.units
+            workspace.memory = self.memory
         return workspace
 
     def lint(self, path: str, text: str, settings: FileSettings) -> tuple[FileResult, bool]:

@@ -152,14 +152,15 @@ def _is_module_setting(node: ast.stmt, settings_lines: _WordLines) -> bool:
     )
 
 
-def triage(text: str, whole_file: bool = False) -> Triage:
+def triage(text: str, whole_file: bool = False, tree: ast.Module | None = None) -> Triage:
     """The regions of ``text`` worth a LibCST parse: Warp-decorated definitions, imports, module
     settings (none when no code imports Warp). Host code is read from the ``ast`` tree alone (the
-    project model's summaries), never parsed by LibCST.
+    project model's summaries), never parsed by LibCST. ``tree``: ``text`` already parsed.
 
     Raises SyntaxError when Python itself cannot parse the file.
     """
-    tree = ast.parse(text)
+    if tree is None:
+        tree = ast.parse(text)
     aliases, import_nodes = collect_imports(tree)
     if not aliases:
         return Triage(tree, aliases, [], "", import_nodes, [], [])

@@ -25,12 +25,12 @@ from typing import Callable, Iterable, Iterator
 from warp_lint import versions
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
 from warp_lint.finding import Finding, Related
-from warp_lint.incremental import KernelUnits
+from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
 from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
-from warp_lint.project.summary import MODULE_SCOPE, FileSummary
+from warp_lint.project.summary import MODULE_SCOPE, FileSummary, FunctionSummary, Loc
 from warp_lint.project_context import ProjectContext
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceError, SourceFile, decode_source
@@ -48,10 +48,12 @@ class Workspace:
         self._eager = eager  # the files whose definitions and entry points the model reads
         self._analyses: dict[str, FileAnalysis] = {}
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
-        # Kept warm across lints of new text (an editor's buffers, a fix's re-lint): kernel results
-        # by top-level statement, and the host findings of the current model.
-        self.units = KernelUnits()
+        # Kept warm across lints of new text (an editor's buffers, a fix's re-lint): what earlier
+        # analyses left, and the host findings of the current model.
+        self.memory = AnalysisMemory()
         self._host_findings: tuple[ProjectModel, frozenset[str], list[Finding]] | None = None
+        # The model of a linted file's last text that parsed, while its text does not.
+        self._before_unparsable: tuple[FileAnalysis, ProjectModel] | None = None
 
     @classmethod
     def alone(cls, analysis: FileAnalysis, settings: FileSettings) -> Workspace:
@@ -92,6 +94,8 @@ class Workspace:
         self._eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        if self._before_unparsable is not None and self._before_unparsable[0].path != analysis.path:
+            self._before_unparsable = None  # another file changed since: that model is out of date
 
     def update(self, analysis: FileAnalysis) -> bool:
         """A linted file's new analysis (new text of it); True when the project model changed.
@@ -101,20 +105,31 @@ class Workspace:
         a comment, a blank inside a line. Otherwise it is built again from the summaries.
         """
         previous = self._analyses.get(analysis.path)
-        if previous is not None and previous.facts == analysis.facts and (
-                previous.summary is analysis.summary is None or (
-                previous.summary is not None and analysis.summary is not None
-                and _same_model_input(previous.summary, analysis.summary))):
+        if previous is not None and _same_model_input(previous, analysis):
             self._analyses[analysis.path] = analysis
             self.index.by_path[analysis.path].summary = analysis.summary  # same content: caches hold
             return False
+        # Typing goes through text that does not parse (`x = ` before `x = y`), which takes the
+        # file out of the model; back to what it was, the model from before is taken back.
+        before = self._before_unparsable
+        if before is not None and before[0].path == analysis.path and _same_model_input(before[0], analysis):
+            self._before_unparsable = None
+            self._analyses[analysis.path] = analysis
+            self.index.set_summary(analysis.path, analysis.summary)
+            self.model = before[1]
+            return True
+        stash = (previous, self.model) if previous is not None and previous.summary is not None and \
+            analysis.summary is None else None
         self.add(analysis)
+        if stash is not None:
+            self._before_unparsable = stash
         return True
 
     def drop(self, path: str) -> None:
         """Forget a file's linted text (an editor closed its buffer): it is read from disk again."""
         if self._analyses.pop(path, None) is None:
             return
+        self._before_unparsable = None
         info = self.index.by_path.get(path)
         if info is not None:
             info.loaded = False
@@ -171,8 +186,8 @@ class Workspace:
     def lint_text(self, source: SourceFile, settings: FileSettings) -> tuple[FileResult, FileAnalysis, bool]:
         """``lint_source``, with the file's analysis and whether the project model changed (the
         other files' results may have). Only the changed top-level statements are analysed again
-        (``units``), and the model is updated from the new text (see ``update``)."""
-        analysis = analyse_source(source, settings, units=self.units)
+        (``memory``), and the model is updated from the new text (see ``update``)."""
+        analysis = analyse_source(source, settings, memory=self.memory)
         changed = self.update(analysis)  # text that does not parse has no summary: the model has none for it
         return self.results([analysis], lambda _: settings)[0], analysis, changed
 
@@ -202,7 +217,8 @@ class Workspace:
         settings = {a.path: settings_for(Path(a.path)) for a in analyses}
         codes = set().union(*(s.rule_codes for s in settings.values())) if settings else set()
         host: dict[str, list[Finding]] = {}
-        for finding in self.host_findings(codes):
+        # A file without a summary (text that does not parse) holds no recording: no host finding.
+        for finding in self.host_findings(codes) if any(a.summary is not None for a in analyses) else ():
             host.setdefault(finding.path, []).append(finding)
         results = []
         for analysis in analyses:
@@ -242,11 +258,16 @@ class Workspace:
         return dataclasses.replace(finding, data=data, related=related)
 
 
-def _same_model_input(before: FileSummary, after: FileSummary) -> bool:
-    """Whether the project model reads the same from both summaries of one file. Everything counts
-    but the text's digest and the words of the module's own statements (their operations count,
-    and the words only pre-select what the operations decide)."""
-    return _model_input(before) == _model_input(after)
+def _same_model_input(before: FileAnalysis, after: FileAnalysis) -> bool:
+    """Whether the project model reads the same from both analyses of one file: the same kernel
+    facts and summary. Everything in the summary counts but the text's digest, the words of the
+    module's own statements (their operations count, and the words only pre-select what the
+    operations decide) and the columns where Warp definitions end (the model reads their lines)."""
+    if before.facts != after.facts:
+        return False
+    if before.summary is None or after.summary is None:
+        return before.summary is after.summary
+    return _model_input(before.summary) == _model_input(after.summary)
 
 
 def _model_input(summary: FileSummary) -> FileSummary:
@@ -254,7 +275,15 @@ def _model_input(summary: FileSummary) -> FileSummary:
     functions = summary.functions
     if module is not None:
         functions = {**functions, MODULE_SCOPE: dataclasses.replace(module, words=frozenset())}
-    return dataclasses.replace(summary, digest="", functions=functions)
+    warp_defs = {key: _lines_only(function) for key, function in summary.warp_defs.items()}
+    return dataclasses.replace(summary, digest="", functions=functions, warp_defs=warp_defs)
+
+
+def _lines_only(function: FunctionSummary) -> FunctionSummary:
+    loc = function.loc
+    if loc.column == loc.end_column == 0:
+        return function
+    return dataclasses.replace(function, loc=Loc(loc.line, 0, loc.end_line, 0))
 
 
 def _read_bytes(path: Path) -> bytes | None:
