@@ -65,6 +65,7 @@ from warp_lint.fixer import applicable, line_starts, offset_of
 from warp_lint.incremental import AnalysisMemory
 from warp_lint.project.layout import find_root
 from warp_lint.registry import EXTRA_CODES, all_rules
+from warp_lint.runner import tune_garbage_collection
 from warp_lint.source import SourceFile, split_lines
 from warp_lint.workspace import Workspace
 
@@ -73,7 +74,11 @@ logger = logging.getLogger("warp_lint.lsp")
 SOURCE = "warp-lint"
 CONFIRM_COMMAND = "warp-lint.confirm"
 FIX_ALL_KIND = "source.fixAll.warp-lint"
-DEFAULT_DEBOUNCE = 0.3
+# A change's lint takes tens of milliseconds (benchmarks/bench_lsp.py: about 20-30 ms on a
+# 2,000-line file), less than the time between two keystrokes; a change that comes during a lint
+# is linted right after it, only the latest one. So the server waits for nothing.
+DEFAULT_DEBOUNCE = 0.0
+REFINISH_DELAY = 0.25
 _SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
     "warning": types.DiagnosticSeverity.Warning,
@@ -372,6 +377,7 @@ class DocState:
     linted: Linted | None = None  # the latest lint, of the version it names
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     verdicts: dict[tuple, Confirmation] = dataclasses.field(default_factory=dict)
+    refinish: asyncio.Task | None = None  # its results again from a model another file changed
 
 
 def _default_arguments() -> argparse.Namespace:
@@ -571,14 +577,19 @@ class WarpLintServer(LanguageServer):
 
     def refinish_others(self, uri: str) -> None:
         """The project model changed with ``uri``'s text: the other open files of its project get
-        their results again from the new model (no new analysis), shown where they changed."""
+        their results again from the new model (no new analysis), shown where they changed. Once
+        the model stops changing for ``REFINISH_DELAY`` seconds: the file being typed in comes first."""
         root = find_root(self.path_of(uri)).path
         for other, state in list(self.docs.items()):
             if other != uri and other in self.workspace.text_documents and \
                     find_root(self.path_of(other)).path == root:
-                asyncio.ensure_future(self._refinish(other, state))
+                if state.refinish is not None:
+                    state.refinish.cancel()
+                state.refinish = asyncio.ensure_future(self._refinish(other, state))
 
     async def _refinish(self, uri: str, state: DocState) -> None:
+        await asyncio.sleep(REFINISH_DELAY)
+        state.refinish = None
         linted = state.linted
         if linted is None or state.running or state.debounce is not None or self.latest(uri) is not linted:
             return  # a lint of its current text is on its way, and reads the new model
@@ -888,8 +899,9 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
     async def did_close(ls: WarpLintServer, params: types.DidCloseTextDocumentParams) -> None:
         uri = params.text_document.uri
         state = ls.docs.pop(uri, None)
-        if state is not None and state.debounce is not None:
-            state.debounce.cancel()
+        for task in (state.debounce, state.refinish) if state is not None else ():
+            if task is not None:
+                task.cancel()
         if not ls.pull_mode:
             ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
         path = str(ls.path_of(uri)) if uri.startswith("file:") else None
@@ -1037,14 +1049,17 @@ def quick_fixes(ls: WarpLintServer, uri: str, version: int | None, diagnostic: t
     return actions
 
 
-def serve(debounce: float = DEFAULT_DEBOUNCE) -> int:
+def serve(debounce: float | None = None) -> int:
     """Run the server over stdio until the client says exit; 0 after a clean shutdown, else 1."""
     level = getattr(logging, os.environ.get("WARP_LINT_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
     logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else logging.WARNING,
                         format="warp-lint server %(levelname)s %(name)s: %(message)s")
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print() must never corrupt the protocol stream
-    server = build_server(debounce)
+    # The projects' summaries live as long as the server: with Python's default thresholds the
+    # collector walks them every few lints (tens of milliseconds each time).
+    tune_garbage_collection()
+    server = build_server(DEFAULT_DEBOUNCE if debounce is None else debounce)
     try:
         server.start_io(stdin, stdout)
     finally:
