@@ -1,9 +1,10 @@
 """Incremental analysis gives what a full analysis gives: random edits of real files (the bundled
 example, the fixtures, a generated program), each step linted both ways.
 
-An editor session is a ``Workspace`` kept across edits, its kernel results by top-level statement
-(``Workspace.units``) and its project model kept warm; the reference is a fresh workspace and a
-whole-file analysis of the same text.
+An editor session is a ``Workspace`` kept across edits: what earlier analyses left
+(``Workspace.memory``: last trees, statement summaries, kernel results by top-level statement) and
+its project model, updated rather than rebuilt; the reference is a fresh workspace, or
+``warp-lint check`` of the files on disk, and a whole-file analysis of the same text.
 """
 
 from __future__ import annotations
@@ -263,3 +264,137 @@ def test_an_edit_inside_a_line_parses_one_statement():
     assert memory.trees.reparsed == 1
     assert ast.dump(tree, include_attributes=True) == ast.dump(ast.parse(edited), include_attributes=True)
     assert tree.body[0] is memory.trees.parse("file.py", GENERATED).body[0]  # the other statements' nodes are kept
+
+
+PROJECT_FILES = {
+    "kernels.py": textwrap.dedent("""\
+        import warp as wp
+
+
+        @wp.kernel
+        def square(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] * a[i]
+
+
+        @wp.kernel
+        def fill(a: wp.array(dtype=float)):
+            i = wp.tid()
+            a[i] = a[i] + 1.0
+        """),
+    "train.py": textwrap.dedent("""\
+        import warp as wp
+
+        from kernels import fill, square
+        from model import Model
+
+
+        def train(n: int):
+            a = wp.zeros(n, dtype=float, requires_grad=True)
+            wp.launch(fill, dim=n, inputs=[a])
+            tape = wp.Tape()
+            with tape:
+                wp.launch(square, dim=n, inputs=[a])
+            tape.backward(grads={a: wp.ones(n, dtype=float)})
+            return a.grad
+
+
+        def run(model: Model):
+            tape = wp.Tape()
+            with tape:
+                model.step()
+            tape.backward()
+        """),
+    "model.py": textwrap.dedent("""\
+        import warp as wp
+
+        from kernels import fill, square
+
+
+        class Model:
+            def __init__(self, n):
+                self.x = wp.zeros(n, dtype=float, requires_grad=True)
+
+            def step(self):
+                wp.launch(square, dim=1, inputs=[self.x])
+                wp.launch(fill, dim=1, inputs=[self.x])
+        """),
+    **{path.name: path.read_text(encoding="utf-8") for path in REAL_FILES[2:5]},
+}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.sampled_from(sorted(PROJECT_FILES)), EDITS), min_size=1, max_size=4))
+def test_edits_of_one_file_lint_the_project_as_the_command_line(tmp_path_factory, edits):
+    """A session keeps one model for the project, updated from each edit (the recordings that did
+    not read the edited file are kept); the reference is `warp-lint check` of every file on disk."""
+    from warp_lint.runner import lint_project
+
+    root = tmp_path_factory.mktemp("project")
+    (root / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
+    texts = dict(PROJECT_FILES)
+    paths = [root / name for name in sorted(texts)]
+    for path in paths:
+        path.write_text(texts[path.name], encoding="utf-8")
+    session = Workspace.for_files(paths)
+    for path in paths:
+        session.lint_source(_source(path, texts[path.name]), SETTINGS)
+    for name, (kind, where, pick) in edits:
+        texts[name] = edit(texts[name], kind, where, pick)
+        session.lint_source(_source(root / name, texts[name]), SETTINGS)
+        (root / name).write_text(texts[name], encoding="utf-8")
+        reference, errors, _ = lint_project(paths, lambda _: SETTINGS)
+        assert errors == []
+        for path, expected in zip(paths, reference):
+            found = session.results([session.analysis_of(str(path))], lambda _: SETTINGS)[0].findings
+            assert found == expected.findings, (name, kind, where, pick, path.name)
+
+
+def test_a_function_that_starts_recording_is_followed_by_the_recordings_that_call_it(tmp_path):
+    """`main` calls `setup` before its tape opens; `setup` calls `prepare` in another file. Once an
+    edit gives `prepare` a tape, `main`'s recording follows `setup` (no longer skipped as leading
+    nowhere) though it never read the edited file before: the model must record it again."""
+    (tmp_path / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
+    kernels = PROJECT_FILES["kernels.py"]
+    helpers = "import warp as wp\n\nfrom kernels import square\n\n\ndef prepare(x):\n    return x\n"
+    taped = helpers.replace("    return x\n", "    tape = wp.Tape()\n    with tape:\n"
+                                             "        wp.launch(square, dim=1, inputs=[x])\n    tape.backward()\n")
+    files = {
+        "kernels.py": kernels,
+        "helpers.py": helpers,
+        "setup.py": "from helpers import prepare\n\n\ndef setup(x):\n    prepare(x)\n",
+        "main.py": textwrap.dedent("""\
+            import warp as wp
+
+            from kernels import fill
+            from setup import setup
+
+
+            def main():
+                x = wp.zeros(4, dtype=float, requires_grad=True)
+                setup(x)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(fill, dim=4, inputs=[x])
+                tape.backward()
+            """),
+    }
+    paths = []
+    for name, text in files.items():
+        (tmp_path / name).write_text(text, encoding="utf-8")
+        paths.append(tmp_path / name)
+    session = Workspace.for_files(paths)
+    for path in paths:
+        session.lint_source(_source(path, files[path.name]), SETTINGS)
+    before = session.model.scopes  # recorded, with `setup` not followed
+
+    def recorded(model) -> list:
+        return sorted((scope.entry, [(e.kind, e.location) for e in scope.events]) for scope in model.scopes)
+
+    session.lint_source(_source(tmp_path / "helpers.py", taped), SETTINGS)
+    (tmp_path / "helpers.py").write_text(taped, encoding="utf-8")
+    fresh = Workspace.for_files(paths)
+    fresh.results([analyse_source(_source(p, p.read_text(encoding="utf-8")), SETTINGS) for p in paths],
+                  lambda _: SETTINGS)
+    assert before and recorded(session.model) == recorded(fresh.model)

@@ -25,6 +25,7 @@ from typing import Callable, Iterable, Iterator
 from warp_lint import versions
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
 from warp_lint.finding import Finding, Related
+from warp_lint.host import HostScope
 from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex
@@ -52,6 +53,8 @@ class Workspace:
         # analyses left, and the host findings of the current model.
         self.memory = AnalysisMemory()
         self._host_findings: tuple[ProjectModel, frozenset[str], list[Finding]] | None = None
+        self._scope_findings: dict[int, tuple[HostScope, dict[str, list[Finding]]]] = {}
+        self._scope_findings_inputs: tuple | None = None
         # The model of a linted file's last text that parsed, while its text does not.
         self._before_unparsable: tuple[FileAnalysis, ProjectModel] | None = None
 
@@ -109,6 +112,16 @@ class Workspace:
             self._analyses[analysis.path] = analysis
             self.index.by_path[analysis.path].summary = analysis.summary  # same content: caches hold
             return False
+        if previous is not None and previous.summary is not None and analysis.summary is not None and \
+                _interface(previous.summary) == _interface(analysis.summary):
+            # Only the file's code changed, not the names it defines: the recordings that never
+            # read the file are kept.
+            self._analyses[analysis.path] = analysis
+            self.index.set_summary(analysis.path, analysis.summary)
+            self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, previous=self.model,
+                                      changed=(analysis.path,))
+            self._before_unparsable = None
+            return True
         # Typing goes through text that does not parse (`x = ` before `x = y`), which takes the
         # file out of the model; back to what it was, the model from before is taken back.
         before = self._before_unparsable
@@ -197,18 +210,45 @@ class Workspace:
 
     # -- finishing ------------------------------------------------------------------------
     def host_findings(self, codes: set[str]) -> list[Finding]:
+        """What the host rules find in the model's recordings. The rules read one recording at a
+        time, so each recording's findings are kept while the recording is (a model updated from
+        an edit keeps most of them); where two recordings report the same place, the first wins."""
         rules = all_rules()
         selected = [code for code in rules if code in codes and rules[code].level == "project"]
         if not selected:
             return []
+        model = self.model
         cached = self._host_findings
-        if cached is not None and cached[0] is self.model and cached[1] == frozenset(selected):
+        if cached is not None and cached[0] is model and cached[1] == frozenset(selected):
             return cached[2]
-        context = ProjectContext(self.model)
+        inputs = (frozenset(selected), model.struct_names())  # what else the rules read
+        if self._scope_findings_inputs != inputs:
+            self._scope_findings = {}
+            self._scope_findings_inputs = inputs
+        by_scope: dict[int, tuple[HostScope, dict[str, list[Finding]]]] = {}
+        for scope in model.scopes:
+            kept = self._scope_findings.get(id(scope))
+            if kept is None or kept[0] is not scope:
+                context = ProjectContext(model, [scope])
+                for code in selected:
+                    rules[code]().check(context)
+                found: dict[str, list[Finding]] = {}
+                for finding in context.findings:
+                    found.setdefault(finding.code, []).append(finding)
+                kept = (scope, found)
+            by_scope[id(scope)] = kept
+        self._scope_findings = by_scope
+        findings: list[Finding] = []
+        reported: set[tuple[str, str, int, int]] = set()
         for code in selected:
-            rules[code]().check(context)
-        self._host_findings = (self.model, frozenset(selected), context.findings)
-        return context.findings
+            for _, found in by_scope.values():
+                for finding in found.get(code, ()):
+                    marker = (finding.code, finding.path, finding.start.line, finding.start.column)
+                    if marker not in reported:
+                        reported.add(marker)
+                        findings.append(finding)
+        self._host_findings = (model, frozenset(selected), findings)
+        return findings
 
     def results(self, analyses: list[FileAnalysis], settings_for: Callable[[Path], FileSettings]) -> list[FileResult]:
         for analysis in analyses:
@@ -277,6 +317,28 @@ def _model_input(summary: FileSummary) -> FileSummary:
         functions = {**functions, MODULE_SCOPE: dataclasses.replace(module, words=frozenset())}
     warp_defs = {key: _lines_only(function) for key, function in summary.warp_defs.items()}
     return dataclasses.replace(summary, digest="", functions=functions, warp_defs=warp_defs)
+
+
+def _interface(summary: FileSummary) -> tuple:
+    """What other files read of a file's summary, positions left out: its imports, the names it
+    defines, its classes, its Warp definitions' decorators, its module settings and values, what
+    its factories and decorators make. When only the rest changes (the code of its functions), a
+    recording that never read the file is unchanged."""
+    return (
+        summary.warp_aliases,
+        [(b.local, b.module, b.name, b.level, b.scope) for b in summary.imports],
+        [(key, f.returns_code, f.returns_warp, f.applies_warp, f.local_functions) for key, f in summary.functions.items()],
+        [(key, f.name, [_decorator(d) for d in f.decorators]) for key, f in summary.warp_defs.items()],
+        [(key, c.bases, c.methods, c.attributes, [_decorator(d) for d in c.decorators])
+         for key, c in summary.classes.items()],
+        [(s.key, s.value, s.source, s.guarded) for s in summary.settings],
+        [(key, v.value, v.callee, v.qualified, v.literal) for key, v in summary.values.items()],
+        summary.all_names,
+    )
+
+
+def _decorator(decorator) -> tuple:
+    return decorator.code, decorator.qualified, decorator.called, decorator.keywords, decorator.star_kwargs
 
 
 def _lines_only(function: FunctionSummary) -> FunctionSummary:
