@@ -164,6 +164,7 @@ class ProjectModel:
         self._recordings: dict[Symbol, _Recording] = {}
         self._file_entries: dict[str, _FileEntries] = {}
         self._file_sites: dict[str, _FileSites] = {}
+        self._merged: tuple[dict, dict, dict] | None = None  # see _merge_entries
         self._changed = frozenset(changed)
         self._previous = None
         if previous is not None:
@@ -276,10 +277,7 @@ class ProjectModel:
     def _entry_points(self) -> list[tuple[ModuleInfo, FunctionSummary]]:
         """Functions that reach a tape or a gradient check, directly or through calls the index
         resolves, callers first. Only functions whose words could say so are scanned."""
-        functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]] = {}
-        pending: list[Symbol] = []
-        # a called name -> (caller, call, its file's entries, its position there)
-        calls_by_name: dict[str, list[tuple[Symbol, CallOp, _FileEntries, int]]] = {}
+        current: dict[str, _FileEntries] = {}
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
@@ -287,10 +285,9 @@ class ProjectModel:
             entries = self._file_entries.get(info.path)
             if entries is None or entries.summary is not summary:
                 entries = self._file_entries[info.path] = _file_entries(info, summary)
-            functions.update(entries.functions)
-            pending += entries.direct
-            for position, (name, symbol, op) in enumerate(entries.calls):
-                calls_by_name.setdefault(name, []).append((symbol, op, entries, position))
+            current[info.path] = entries
+        functions, calls_by_name = self._merge_entries(current)
+        pending = [symbol for entries in current.values() for symbol in entries.direct]
         relevant = set(pending)
         called: set[Symbol] = set()
         while pending:
@@ -321,6 +318,31 @@ class ProjectModel:
         ordered = sorted(relevant, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
                                                   functions[s][1].first_line))
         return [functions[s] for s in ordered]
+
+    def _merge_entries(self, current: dict[str, _FileEntries]) -> tuple[dict, dict]:
+        """Every file's functions, and every call by the name it calls ((caller, call, its file's
+        entries, its position there)): the previous model's, changed where a file's entries did."""
+        previous = self._previous._merged if self._previous is not None else None
+        if previous is None:
+            before, functions, calls_by_name = {}, {}, {}
+        else:
+            before, functions, calls_by_name = previous[0], dict(previous[1]), dict(previous[2])
+        for path in [p for p in before if current.get(p) is not before[p]] + [p for p in current if p not in before]:
+            old, new = before.get(path), current.get(path)
+            if old is not None:
+                for symbol in old.functions:
+                    functions.pop(symbol, None)
+                for name in {name for name, _, _ in old.calls}:
+                    calls_by_name[name] = tuple(call for call in calls_by_name[name] if call[2] is not old)
+            if new is not None:
+                functions.update(new.functions)
+                added: dict[str, list] = {}
+                for position, (name, symbol, op) in enumerate(new.calls):
+                    added.setdefault(name, []).append((symbol, op, new, position))
+                for name, calls in added.items():
+                    calls_by_name[name] = calls_by_name.get(name, ()) + tuple(calls)
+        self._merged = (current, functions, calls_by_name)
+        return functions, calls_by_name
 
     def static_callee(self, info: ModuleInfo, function: FunctionSummary, op: CallOp) -> Symbol | None:
         """The project function a call runs (a constructor: its `__init__`), resolved without a
