@@ -261,7 +261,7 @@ async def bench_server(path: Path, root: Path, text: str, changes: list[tuple[st
 
 
 def bench_in_process(path: Path, text: str, changes: list[tuple[str, str]]) -> tuple[list[float], int, int]:
-    from warp_lint.cli import Options
+    from warp_lint.options import Options
     from warp_lint.lsp import _default_arguments
     from warp_lint.source import SourceFile
     from warp_lint.workspace import Workspace

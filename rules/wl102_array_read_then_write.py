@@ -1,10 +1,8 @@
 from __future__ import annotations
 
-import libcst as cst
-
 from warp_lint.context import FileContext
-from warp_lint.cst_walk import mentions_name, name_uses, signed_terms, walk
-from warp_lint.kernels import ArrayAccess, FunctionModel, gradient_free, index_code
+from warp_lint.dataflow import Use, dataflow_of
+from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_same_element
 
@@ -35,21 +33,26 @@ class ArrayReadThenWrite(Rule):
     operator (`a[i] = a[i] * g[i]`) and reports `*=` only at debug log level.
 
     `+=`/`-=` on array elements and `wp.atomic_add`/`wp.atomic_sub` are accumulations, which Warp
-    differentiates correctly: they are not flagged. Writing first and reading later is fine. An
-    update that only adds to the old value (`a[i] = a[i] + e`, `a` not in `e`) or scales it by a
-    value without gradient (`a[i] = a[i] * damping`, `damping` a scalar argument or a literal)
-    does not need the replayed value, in the store or through a local copy used nowhere else
-    (`v = a[i]; a[i] = v + e`): it is right from Warp 1.13, and before that the store does not cut
-    the old value's gradient, which is counted twice. Such an update of one component or field
-    (`p = particles[i]; particles[i].vel = p.vel + f[i] * dt`) is left to WL101, whose store
-    dropped the gradient before 1.14.
+    differentiates correctly: they are not flagged. Writing first and reading later is fine. When
+    every use of what was read is linear (sums, differences, copies, casts, component reads,
+    vector constructors, `wp.add`, scalings by a value without gradient: `a[i] = a[i] + e`,
+    `v = a[i]; a[i] = 0.5 * v - b[i]`, `out[i] = 3.0 * a[i]` then `a[i] = b[i] * b[i]`), the
+    backward pass never needs the replayed value: that is right from Warp 1.13, and before that
+    the store does not cut the old value's gradient, which is counted twice. A use that needs it
+    (a product with a value that carries gradient, a division by it, a nonlinear builtin, a helper
+    call, a comparison deciding a branch) makes the store wrong on every version; the message
+    names it. A linear update of one component or field (`p = particles[i]; particles[i].vel =
+    p.vel + f[i] * dt`) is left to WL101, whose store dropped the gradient before 1.14.
 
     ## Fix safety
     No automatic fix: write the result to a separate output array (or accumulate with `+=`).
 
     ## Warp versions
-    All versions; an additive or constant-scaled update only `<1.13`. Measured (AD against finite
-    differences): `a[i] = a[i] * damping` and `v = a[i]; a[i] = v * damping` give AD 2.16 for FD 1.02
+    All versions; where every use of the read is linear, only `<1.13`. Measured on 1.19.0 (CPU,
+    float64): right for `v = a[i]; a[i] = v + b[i] * b[i]`, `a[i] = wp.add(a[i], b[i])`,
+    `a[i] = 0.5 * a[i] - b[i]` and `out[i] = 3.0 * a[i] + b[i]` then `a[i] = b[i] * b[i]`; wrong for
+    `out[i] = a[i] * a[i]` then `a[i] = b[i]`, for `a[i] = a[i] * b[i]`, and for a branch on
+    `v = a[i]` before `a[i] = 0.0`. Also measured (AD against finite differences): `a[i] = a[i] * damping` and `v = a[i]; a[i] = v * damping` give AD 2.16 for FD 1.02
     on 1.4.2 and 1.12.1 and match on 1.13.0 and 1.19.0, as does `v = a[i]; a[i] = v + x[i] * x[i]`;
     `prods[i + 1] = x[i] * prods[i]` in a dynamic loop matches on 1.4.2, 1.12.1 through 1.14.0 and
     1.19.0, while `a[i] = a[i + 1] * a[i + 1]` in a `range(n)` loop is wrong on all of them (AD 9.10
@@ -65,6 +68,16 @@ class ArrayReadThenWrite(Rule):
     runtime_strategy = ("gradcheck", "overwrite-tracking")
 
     VALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def read_linearly_then_overwrite(a: wp.array(dtype=float), b: wp.array(dtype=float),
+                                             out: wp.array(dtype=float)):
+                i = wp.tid()
+                out[i] = 3.0 * a[i] + b[i]
+                a[i] = b[i] * b[i]
+            """, target=">=1.13"),
         Example("""
             import warp as wp
 
@@ -126,6 +139,19 @@ class ArrayReadThenWrite(Rule):
             """, target=">=1.13"),
     ]
     INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def clip_and_reset(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                v = a[i]
+                if v > 1.0:
+                    out[i] = b[i] * 2.0
+                else:
+                    out[i] = b[i]
+                a[i] = 0.0
+            """),
         Example("""
             import warp as wp
 
@@ -196,24 +222,24 @@ class ArrayReadThenWrite(Rule):
                 read = _earlier_read(function, write)
                 if read is None:
                     continue
-                operand = _replayed_operand(function, write, read)
-                before_1_13 = operand is not None and (
-                    _additive(write, operand) or _scaled_by_a_constant(context, function, write, operand))
+                needed = _needed(context, function, write)
+                before_1_13 = needed is None
                 if before_1_13 and write.component is not None:
                     continue  # a component store: its hazard is WL101's, whose versions (<1.14) hold these
                 reported.add(id(write.node))
-                self._report(context, function, write, read, before_1_13)
+                self._report(context, function, write, read, needed)
 
     def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess,
-                before_1_13: bool) -> None:
+                needed: Use | str | None) -> None:
         array = write.array
         where = f"`{array}[{write.index}]`" if write.index else f"`{array}`"
         if write.via:
             where = f"`{array}` (through `{write.via}()`)"
+        before_1_13 = needed is None
         if before_1_13:
-            message = (f"{where} is overwritten with a value that only adds to or scales what was read from it:"
-                       f" before Warp 1.13 the store does not cut the old value's gradient, which is counted twice;"
-                       f" write the result to a separate array")
+            message = (f"{where} is overwritten after a read of `{array}` that the kernel uses only linearly (adds,"
+                       f" copies, scales by values without gradient): before Warp 1.13 the store does not cut the"
+                       f" old value's gradient, which is counted twice; write the result to a separate array")
         elif write.operator:
             message = (f"{where} {write.operator} ... reads and overwrites `{array}` in place: the backward pass"
                        f" replays the read from overwritten memory; write the result to a separate array")
@@ -225,8 +251,30 @@ class ArrayReadThenWrite(Rule):
             via = f" (through `{read.via}()`)" if read.via else ""
             message = (f"{where} is written after `{array}` was read on line {line}{via}: the backward pass replays"
                        f" that read from overwritten memory; write the result to a separate array")
+        if isinstance(needed, Use) and needed.how:
+            line = context.position(needed.statement)[0].line
+            what = "the value read" if needed.name == "@" + array else f"`{needed.name}`, computed from it,"
+            message = message.replace(": the backward pass", f" ({what} is {needed.how} on line {line}, so its"
+                                      " adjoint needs the value): the backward pass", 1)
         context.report(self, write.node, message, affected_versions="<1.13" if before_1_13 else None,
                        data=function.runtime_data())
+
+
+def _needed(context: FileContext, function: FunctionModel, write: ArrayAccess) -> Use | str | None:
+    """Why the backward pass needs the values the kernel read from the element before overwriting
+    it: a use of them whose adjoint reads them (a product with an active value, a nonlinear call, a
+    branch), or "helper" when a helper reads it; None when every use is linear (measured right on
+    Warp 1.19: `v = a[i]; a[i] = v + e`, `a[i] = 0.5 * a[i] - b[i]`, `a[i] = wp.add(a[i], b[i])`)."""
+    reads = [read for read in function.reads(write.array) if read.order != write.order
+             and may_touch_same_element(function, read, write)]
+    if any(read.via for read in reads):
+        return "helper"
+    flow = dataflow_of(function, context.names)
+    if write.operator in ("*=", "/=") and not flow.free(write.statement.value):
+        return "in place"  # `a[i] *= g[i]`: the adjoint multiplies by the replayed value
+    if write.operator and write.operator not in ("+=", "-=", "*=", "/="):
+        return "in place"
+    return flow.needing_use_of_reads(write.array, {id(read.node) for read in reads}, write.component)
 
 
 def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | None:
@@ -236,80 +284,3 @@ def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | 
     reads = [read for read in function.reads(write.array) if read.order != write.order]
     return next((read for read in reads if may_touch_same_element(function, read, write)), None)
 
-
-def _replayed_operand(function: FunctionModel, write: ArrayAccess, read: ArrayAccess) -> cst.CSTNode | None:
-    """In a plain store `a[...] = <value>` after the kernel's only earlier read of `a`, the node of
-    <value> that holds what was read: the read itself (`a[i] = a[i] + e`), or the one use of a local
-    copy of it (`v = a[i]` then `a[i] = v + e`; `p.vel` in `a[i].vel = p.vel + e` after `p = a[i]`)
-    when the copy is used nowhere else, other fields of it aside (the store leaves them as they were)."""
-    statement = write.statement
-    if not isinstance(statement, cst.Assign) or write.via or write.operator:
-        return None
-    if [r for r in function.reads(write.array) if r.order < write.order] != [read]:
-        return None
-    if read.statement is statement:
-        return read.node
-    copy = read.statement
-    if not (isinstance(copy, cst.Assign) and copy.value is read.node and len(copy.targets) == 1
-            and isinstance(copy.targets[0].target, cst.Name)):
-        return None
-    name = copy.targets[0].target.value
-    if sum(binding.name == name for binding in function.bindings) != 1:
-        return None
-    in_value = {id(node) for node in walk(statement.value)}
-    operands = []
-    for use, parent in name_uses(function.node.body, name):
-        if use is copy.targets[0].target:
-            continue
-        operand = _overwritten_part(use, parent, write.component)
-        if operand is not None and id(operand) in in_value:
-            operands.append(operand)
-        elif operand is not None or not _other_field(use, parent, write.component):
-            return None
-    return operands[0] if len(operands) == 1 else None
-
-
-def _overwritten_part(use: cst.Name, parent: cst.CSTNode | None, component: str | None) -> cst.CSTNode | None:
-    """The expression around a use of the copy that names what the store overwrites: the copy itself
-    for a whole-element store, `p.vel` / `p[0]` for a store into that component."""
-    if component is None:
-        return use
-    if isinstance(parent, cst.Attribute) and parent.value is use and parent.attr.value == component:
-        return parent
-    if isinstance(parent, cst.Subscript) and parent.value is use and index_code(parent) == component:
-        return parent
-    return None
-
-
-def _other_field(use: cst.Name, parent: cst.CSTNode | None, component: str | None) -> bool:
-    """`p.pos` when the store writes `a[i].vel`: memory the store does not touch. Only named fields
-    and components count (`v[0]` and `v.x` are the same component)."""
-    return component is not None and component.isidentifier() and isinstance(parent, cst.Attribute) \
-        and parent.value is use and parent.attr.value != component
-
-
-def _scaled_by_a_constant(context: FileContext, function: FunctionModel, write: ArrayAccess,
-                          operand: cst.CSTNode) -> bool:
-    """`a[i] = a[i] * c`, `c * a[i]`, `a[i] / c` or `-a[i]` with `c` carrying no gradient: the
-    derivative is `c` whatever value the replay reads (measured correct from 1.13; double counted
-    before, like the additive update)."""
-    value = write.statement.value
-    if isinstance(value, cst.UnaryOperation) and isinstance(value.operator, cst.Minus):
-        return value.expression is operand
-    if not isinstance(value, cst.BinaryOperation):
-        return False
-    if isinstance(value.operator, cst.Multiply):
-        other = value.right if value.left is operand else value.left if value.right is operand else None
-    elif isinstance(value.operator, cst.Divide) and value.left is operand:
-        other = value.right
-    else:
-        return False
-    return other is not None and gradient_free(function, other, context.names)
-
-
-def _additive(write: ArrayAccess, operand: cst.CSTNode) -> bool:
-    """`a[i] = a[i] + e` with `a` nowhere in `e`: wrong only before 1.13, which double counted it."""
-    terms = signed_terms(write.statement.value)
-    own = [sign for sign, term in terms if term is operand]
-    others = [term for _, term in terms if term is not operand]
-    return own == [1] and not any(mentions_name(term, write.array) for term in others)

@@ -3,8 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
+from warp_lint.dataflow import dataflow_of
 from warp_lint.cst_walk import mentions_name
-from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop
+from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_again
 from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
@@ -46,7 +47,11 @@ class VectorComponentOverwrite(Rule):
     zeros: `for i in range(3): m[i, i] = d[i] * k` matches finite differences on 1.4.2, 1.12.1,
     1.13.0, 1.14.0 and 1.19.0; a second loop `m[i, i] = m[i, i] + r[i]` doubles the gradient of
     `d` (AD 11.94 for FD 5.97) on 1.12.1 through 1.19.0 and matches on 1.4.2; the first loop alone
-    as `range(n)`, a dynamic loop, gives `d` and `r` a zero gradient on every one of them.
+    as `range(n)`, a dynamic loop, gives `d` and `r` a zero gradient on every one of them. On
+    1.19.0 (float64, against central differences): a swap of two components (`t = e[0]; e[0] =
+    e[1]; e[1] = t`, as an eigenvalue sort does), a Jacobi rotation of two matrix rows
+    (`vt[0] = c * v_i - s * v_j`) and `r[1] = 0.0` on an active vector are wrong; a constant
+    `wp.spatial_vector()` whose slots are set in the two arms of an `if` in an unrolled loop is right.
 
     ## Confirmation
     gradcheck.
@@ -101,8 +106,35 @@ class VectorComponentOverwrite(Rule):
                     m[i, i] = d[i] * k
                 out[tid] = m
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def active_slots(x: wp.array(dtype=float), dim: int, out: wp.array(dtype=wp.spatial_vector)):
+                i = wp.tid()
+                result = wp.spatial_vector()
+                for slot in range(6):
+                    if slot < dim:
+                        result[slot] = x[i] * x[slot]
+                    else:
+                        result[slot] = 0.0
+                out[i] = result
+            """),
     ]
     INVALID = [
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def sort_pair(x: wp.array(dtype=float), out: wp.array(dtype=wp.vec2)):
+                i = wp.tid()
+                e = wp.vec2(x[i] * x[i], x[i + 1])
+                if e[0] < e[1]:
+                    t = e[0]
+                    e[0] = e[1]
+                    e[1] = t
+                out[i] = e
+            """),
         Example("""
             import warp as wp
 
@@ -175,15 +207,20 @@ class VectorComponentOverwrite(Rule):
         for function in context.kernels.functions:
             if not function.differentiable or context.options.value(OPTION, function.top_level_index, False) is True:
                 continue
-            assigned: dict[tuple[str, int], set[str]] = {}
+            assigned: dict[tuple[str, int], list[ComponentWrite]] = {}
             containers = _local_containers(context, function)
+            flow = dataflow_of(function, context.names)
             for write in function.component_writes:
                 if write.is_field or write.operator in ("+=", "-=") or write.name in containers:
                     continue
+                if not flow.carries_gradient(write.name):
+                    continue  # an integer vector, or a value that never reaches an output: no gradient
                 binding = _binding_before(function, write)
-                seen = assigned.setdefault((write.name, id(binding)), set())
-                reason = _hazard(context, function, write, binding, write.component in seen)
-                seen.add(write.component)
+                earlier = assigned.setdefault((write.name, id(binding)), [])
+                repeated = any(e.component == write.component and not mutually_exclusive(e.branches, write.branches)
+                               for e in earlier)
+                reason = _hazard(context, function, write, binding, repeated)
+                earlier.append(write)
                 if reason:
                     spelled = (f"{write.name}.{write.component}" if write.component.isidentifier()
                                else f"{write.name}[{write.component}]")

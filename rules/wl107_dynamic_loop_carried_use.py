@@ -3,18 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
-from warp_lint.cst_walk import children, mentions_name
-from warp_lint.kernels import FunctionModel, Loop, gradient_free
+from warp_lint.dataflow import INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
+from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
-from warp_lint.warp_types import COMPOSITE_TYPES, is_integer_expression
-
-# Calls whose adjoint does not read their arguments' values: a use through them stays linear.
-LINEAR_CALLS = {"float", "int", "warp.float32", "warp.float64", "warp.float16", "warp.neg", "warp.add", "warp.sub",
-                "warp.vector", "warp.matrix", "warp.atomic_add", "warp.atomic_sub", *COMPOSITE_TYPES}
-# Calls with no adjoint that reads the argument's value: assertions, printing, stores.
-NON_DIFFERENTIABLE_USES = {"warp.expect_eq", "warp.expect_neq", "warp.expect_near", "warp.printf", "warp.print",
-                           "print", "warp.tile_store", "warp.tile_atomic_add", "warp.atomic_min", "warp.atomic_max",
-                           "warp.store"}
 
 
 class DynamicLoopCarriedUse(Rule):
@@ -40,7 +31,10 @@ class DynamicLoopCarriedUse(Rule):
     differences give 0.19, 0.38, ..., in a `@wp.func` and in a kernel alike; `return wp.sqrt(s)`
     gives `inf`; `out[0] = s * c[0]` in a kernel gives 0 for `c` (finite differences 4.55).
     `return s * 2.0` is correct, and so is a product with a kernel's scalar argument or a constant,
-    whose adjoint does not read the stale value (those are not flagged).
+    whose adjoint does not read the stale value (those are not flagged). On 1.19.0 (float64), an
+    argmax loop whose index then reads `x[arg] * x[arg]` puts the whole gradient on `x[0]` (the
+    index before the loop) where finite differences put it on the largest element, and
+    `out[0] = s * float(i)` after `while i < 4: s += x[i]; i += 1` gives 0 where they give 4.
 
     ## Fix safety
     No automatic fix. Return the accumulated values from a `@wp.func` that holds the loop and do
@@ -106,6 +100,31 @@ class DynamicLoopCarriedUse(Rule):
         Example("""
             import warp as wp
 
+            @wp.kernel
+            def scaled_total(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = int(0)
+                s = float(0.0)
+                while i < 4:
+                    s += x[i]
+                    i += 1
+                out[0] = s * float(i)
+            """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def square_of_largest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                best = float(-1.0e9)
+                arg = int(0)
+                for j in range(n):
+                    if x[j] > best:
+                        best = x[j]
+                        arg = j
+                out[0] = x[arg] * x[arg]
+            """),
+        Example("""
+            import warp as wp
+
             @wp.func
             def weighted_mean(x: wp.array(dtype=float), w: wp.array(dtype=float), n: int):
                 s = float(0.0)
@@ -145,128 +164,75 @@ class DynamicLoopCarriedUse(Rule):
         for function in context.kernels.functions:
             if not function.differentiable or function.kind not in ("kernel", "func"):
                 continue
-            reported: set[int] = set()
+            flow = dataflow_of(function, context.names)
             for loop in function.loops:
                 if not loop.dynamic:
                     continue
                 carried = _carried_locals(context, function, loop)
-                if carried:
-                    self._check_after(context, function, loop, carried, reported)
+                if carried and self._check_after(context, function, flow, loop, carried):
+                    break  # one finding per function: the first stale use explains the rest
 
-    def _check_after(self, context, function: FunctionModel, loop: Loop, carried: set[str], reported: set[int]):
+    def _check_after(self, context, function: FunctionModel, flow: Dataflow, loop: Loop, carried: set[str]) -> bool:
+        inside = [u.sequence for u in flow.uses if loop in u.loops]
+        end = max(inside, default=flow.sequence.get(id(loop.node), 0))
         stale = set(carried)
-        for site in function.statements:
-            if loop in site.loops or site.order < loop.end_order or not stale:
-                continue
-            if site.order < loop.start_order:
-                continue
-            node = site.node
-            value, bound = _value_and_targets(node)
-            if value is None:
-                continue
-            use = _nonlinear_use(context, function, value, stale)
-            if use is not None and id(node) not in reported:
-                reported.add(id(node))
-                name, how = use
-                if name in carried:
-                    subject = f"`{name}` is updated in a dynamic loop ({loop.reason}) and used after it in a {how}"
-                else:
-                    subject = (f"`{name}`, computed from a local updated in a dynamic loop ({loop.reason}), is used"
-                               f" in a {how}")
-                context.report(
-                    self, node,
-                    f"{subject}: the backward pass sees the value from before the loop and the gradient is"
-                    f" inf/NaN or wrong; return the loop's results from a @wp.func and do the {how} in its caller",
-                    affected_versions=loop.affected_versions or None,
-                    data=function.runtime_data(),
-                )
-                return
-            for target in bound:
-                if any(mentions_name(value, name) for name in stale):
-                    stale.add(target)
-                elif target in stale and isinstance(node, cst.Assign):
-                    stale.discard(target)
+        statements: dict[int, list[Use]] = {}
+        for use in flow.uses:
+            if use.sequence > end and loop not in use.loops:
+                statements.setdefault(use.sequence, []).append(use)
+        for sequence in sorted(statements):
+            uses = statements[sequence]
+            node = uses[0].statement
+            value = getattr(node, "value", None) if not isinstance(node, (cst.If, cst.While, cst.For)) else None
+            for use in uses:
+                if use.name not in stale:
+                    continue
+                index = use.position == INDEX and use.indexes is not None and use.name in carried
+                needed = use.position == NONLINEAR and value is not None and not flow.free(value)
+                if index or needed:
+                    self._report(context, function, loop, node, use, use.name in carried)
+                    return True
+            if isinstance(node, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+                names = [t.value for t in targets if isinstance(t, cst.Name)]
+                from_stale = any(u.name in stale and u.position in (LINEAR, NONLINEAR) for u in uses)
+                for name in names:
+                    if from_stale:
+                        stale.add(name)
+                    else:
+                        stale.discard(name)
+        return False
+
+    def _report(self, context, function: FunctionModel, loop: Loop, node, use: Use, carried: bool) -> None:
+        how = use.how or "used"
+        if carried:
+            subject = f"`{use.name}` is updated in a dynamic loop ({loop.reason}) and {how} after it"
+        else:
+            subject = f"`{use.name}`, computed from a local updated in a dynamic loop ({loop.reason}), is {how}"
+        fix = "do the rest in its caller" if use.indexes is None else "pass the index out of the @wp.func"
+        context.report(
+            self, node,
+            f"{subject}: the backward pass sees the value from before the loop and the gradient is inf/NaN or"
+            f" wrong; return the loop's results from a @wp.func and {fix}",
+            affected_versions=loop.affected_versions or None,
+            data=function.runtime_data(),
+        )
 
 
 def _carried_locals(context: FileContext, function: FunctionModel, loop: Loop) -> set[str]:
-    """Locals defined before the loop and reassigned in it, leaving out integer counters and tiles."""
+    """Locals defined before the loop and reassigned in it, leaving out tiles."""
     names = set()
     for binding in function.bindings:
         if loop not in binding.loops:
             continue
         before = [b for b in function.bindings if b.name == binding.name and b.order < loop.start_order]
         defined_before = before or any(p.name == binding.name and not p.type.is_array for p in function.params)
-        if not defined_before or any(p.name == binding.name and not p.type.differentiable for p in function.params):
-            continue
-        if before and (is_integer_expression(before[-1].value, context.names) or _tile(context, before[-1].value)):
+        if not defined_before or (before and _tile(context, before[-1].value)):
             continue
         names.add(binding.name)
     return names
 
 
 def _tile(context: FileContext, value) -> bool:
-    callee = _callee(context, value) if isinstance(value, cst.Call) else None
+    callee = context.names.qualify(value.func) if isinstance(value, cst.Call) else None
     return bool(callee and callee.startswith("warp.tile"))
-
-
-def _callee(context: FileContext, call: cst.Call) -> str | None:
-    return context.names.qualify(call.func) or (call.func.value if isinstance(call.func, cst.Name) else None)
-
-
-def _value_and_targets(node: cst.CSTNode) -> tuple[cst.BaseExpression | None, list[str]]:
-    if isinstance(node, cst.Assign):
-        return node.value, [t.target.value for t in node.targets if isinstance(t.target, cst.Name)]
-    if isinstance(node, cst.AnnAssign):
-        return node.value, [node.target.value] if isinstance(node.target, cst.Name) else []
-    if isinstance(node, cst.AugAssign):
-        return node.value, []
-    if isinstance(node, (cst.Return, cst.Expr)):
-        return node.value, []
-    return None, []
-
-
-def _nonlinear_use(context: FileContext, function: FunctionModel, node: cst.CSTNode,
-                   stale: set[str]) -> tuple[str, str] | None:
-    """(name, 'a division' ...) for the first use of a stale local whose adjoint needs its value.
-
-    A product or a numerator is harmless when the other operand carries no gradient (a literal, a
-    kernel's scalar argument, an array's shape): only that operand's adjoint reads the stale value.
-    """
-    def free(other):
-        return gradient_free(function, other, context.names)
-
-    stack = [node]
-    while stack:
-        current = stack.pop()
-        if isinstance(current, cst.BinaryOperation):
-            operator = current.operator
-            if isinstance(operator, (cst.Divide, cst.FloorDivide, cst.Modulo)):
-                name = _stale_in(current.right, stale) or (
-                    None if free(current.right) else _stale_in(current.left, stale))
-                if name:
-                    return name, "division"
-            elif isinstance(operator, cst.Multiply):
-                for this, other in ((current.left, current.right), (current.right, current.left)):
-                    name = _stale_in(this, stale)
-                    if name and not free(other):
-                        return name, "product"
-            elif isinstance(operator, cst.Power):
-                name = _stale_in(current, stale)
-                if name:
-                    return name, "power"
-        elif isinstance(current, cst.Call):
-            qualified = _callee(context, current)
-            if qualified in NON_DIFFERENTIABLE_USES:
-                continue
-            if qualified not in LINEAR_CALLS:
-                for argument in current.args:
-                    name = _stale_in(argument.value, stale)
-                    if name:
-                        callee = (qualified or "").replace("warp.", "wp.")
-                        return name, f"`{callee}()` call" if callee else "call"
-        stack.extend(children(current))
-    return None
-
-
-def _stale_in(node: cst.CSTNode, stale: set[str]) -> str | None:
-    return next((name for name in sorted(stale) if mentions_name(node, name)), None)

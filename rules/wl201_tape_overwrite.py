@@ -103,6 +103,37 @@ class TapeOverwrite(Rule):
                     for t in range(steps):
                         wp.launch(step, n, inputs=[states[t]], outputs=[states[t + 1]])
             """),
+        # One buffer per step, picked by the step index the caller passes in.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def center(q: wp.array(dtype=wp.vec3), com: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                wp.atomic_add(com, 0, q[i] * 0.1)
+
+            @wp.kernel
+            def loss_of(com: wp.array(dtype=wp.vec3), loss: wp.array(dtype=float)):
+                wp.atomic_add(loss, 0, wp.length_sq(com[0]))
+
+            class Example:
+                def __init__(self, steps):
+                    self.coms = [wp.zeros(1, dtype=wp.vec3, requires_grad=True) for _ in range(steps)]
+                    self.q = wp.zeros(10, dtype=wp.vec3, requires_grad=True)
+                    self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+                    self.steps = steps
+
+                def forward_backward(self):
+                    self.tape = wp.Tape()
+                    with self.tape:
+                        for step in range(self.steps):
+                            self.forward(step)
+                    self.tape.backward(self.loss)
+
+                def forward(self, frame):
+                    wp.launch(center, 10, inputs=[self.q], outputs=[self.coms[frame]])
+                    wp.launch(loss_of, 1, inputs=[self.coms[frame], self.loss])
+            """),
     ]
     INVALID = [
         Example("""

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
-from warp_lint.host import UTILITY_MODULES, UTILITY_OPS, HostEvent, HostScope, TapeRegion, backward_seeds
+from warp_lint.host import (UTILITY_MODULES, UTILITY_OPS, HostEvent, HostScope, Launch, TapeRegion, backward_seeds,
+                             integer_dtype)
 from warp_lint.rule import Example, Rule
 from warp_lint.project_context import ProjectContext
 
@@ -14,8 +15,9 @@ class UntapedUtilityOp(Rule):
     (the `out=`/output array it writes, or the value it returns) reaches the loss: it is the array
     passed to that tape's `backward()`, or a later recorded launch reads it and the loss depends
     on that launch (with no `backward()` in the function: a later recorded launch reads it).
-    Reported on the call. The same call outside the tape block, or one whose result only goes
-    to logging, is fine.
+    Reported on the call. The same call outside the tape block, one whose result only goes to
+    logging, and a sort whose results later launches take only as integer arrays (an index
+    permutation for a recorded gather) are fine.
 
     ## Why is this bad?
     These helpers run native code, not recorded kernel launches: the tape has no record of them
@@ -73,6 +75,27 @@ class UntapedUtilityOp(Rule):
                     wp.launch(total, n, inputs=[y], outputs=[loss])
                 tape.backward(loss)
             """),
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def gather(src: wp.array(dtype=float), order: wp.array(dtype=wp.int32), dst: wp.array(dtype=float)):
+                i = wp.tid()
+                dst[i] = src[order[i]]
+
+            @wp.kernel
+            def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+                i = wp.tid()
+                wp.atomic_add(loss, 0, y[i] * y[i])
+
+            def run(x, keys, order, sorted_x, loss, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.utils.radix_sort_pairs(keys, order, n)
+                    wp.launch(gather, n, inputs=[x, order], outputs=[sorted_x])
+                    wp.launch(total, n, inputs=[sorted_x], outputs=[loss])
+                tape.backward(loss)
+            """),
     ]
     INVALID = [
         Example("""
@@ -126,14 +149,14 @@ class UntapedUtilityOp(Rule):
                  and (e.region is region or (region.key and e.region.key == region.key))
                  and (backward is None or e.order < backward.order)]
         if backward is None or not backward_seeds(backward):
-            return any(result & {r.key for r in e.launch.refs} for e in later)
+            return any(result & _float_refs(e.launch) for e in later)
         needed = {seed.key for seed in backward_seeds(backward)}
         if result & needed:
             return True
         for launch in reversed(later):  # walk back from the loss: what does it depend on?
             if needed & {w.key for w in launch.launch.writes(convention=True)}:
                 needed |= {r.key for r in launch.launch.reads(convention=True)}
-                if result & {r.key for r in launch.launch.refs}:
+                if result & _float_refs(launch.launch):
                     return True
         return False
 
@@ -143,6 +166,12 @@ class UntapedUtilityOp(Rule):
             f"`wp.utils.{function}()` runs inside the tape block but is not recorded, and its result reaches the"
             f" loss: `backward()` passes no gradient through it, so everything upstream gets zero gradient, without"
             f" a warning; compute it in a kernel (e.g. `wp.atomic_add`) that the tape records"))
+
+
+def _float_refs(launch: Launch) -> set[str]:
+    """The arrays a launch takes, but those its kernel declares integer: a sorted index permutation
+    that a recorded gather reads carries no gradient to lose."""
+    return {r.key for r in launch.refs if not integer_dtype(launch.param_dtype(r))}
 
 
 def _utility(name: str) -> bool:

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from warp_lint.host import HostEvent, HostScope
+from warp_lint.host import HostEvent
 from warp_lint.rule import Example, Rule
 from warp_lint.project_context import ProjectContext
 

@@ -281,3 +281,37 @@ def test_a_change_to_a_file_the_linted_file_depends_on_reaches_it_through_the_ca
     driver.write_text(DRIVER_FORWARD)
     again, _ = runner.lint_files([kernels], settings_for, cache=cache)
     assert again[0].findings == []
+
+
+FUNCS_READ = """
+import warp as wp
+
+@wp.func
+def store(a: wp.array(dtype=float), i: int, v: float):
+    wp.atomic_add(a, i, v)
+"""
+
+KERNEL_THROUGH_HELPER = """
+import warp as wp
+from funcs import store
+
+@wp.kernel
+def through_helper(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+    i = wp.tid()
+    b[i] = a[i] * a[i]
+    store(a, i, 1.0)
+"""
+
+
+def test_a_change_to_an_imported_helper_reaches_the_cached_analysis_of_its_caller(tmp_path):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'sim'\n")
+    funcs, kernels = tmp_path / "funcs.py", tmp_path / "kernels.py"
+    funcs.write_text(FUNCS_READ)
+    kernels.write_text(KERNEL_THROUGH_HELPER)
+    cache = ResultsCache(tmp_path / "cache")
+    settings = lambda p: FileSettings(("WL102",), "")  # noqa: E731
+    accumulates, _ = runner.lint_files([kernels], settings, cache=cache)
+    assert accumulates[0].findings == []  # the helper accumulates: fine
+    funcs.write_text(FUNCS_READ.replace("wp.atomic_add(a, i, v)", "a[i] = v"))
+    stores, _ = runner.lint_files([kernels], settings, cache=cache)
+    assert [f.code for f in stores[0].findings] == ["WL102"]  # now it stores after the read

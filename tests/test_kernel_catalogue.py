@@ -256,19 +256,20 @@ NEAR_MISSES = {
         """,
     ],
     "WL107": [
-        # an integer counter and assertions after a while loop
+        # an assertion on a counter after a while loop (`s * float(i)` after it is WL107's: measured
+        # AD 0 where finite differences give 4 on Warp 1.19)
         """
         import warp as wp
 
         @wp.kernel
-        def k(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+        def k(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
             i = int(0)
             s = float(0.0)
-            while i < 4:
-                s += x[i]
+            for j in range(n):
+                s += x[j]
                 i += 1
-            wp.expect_eq(i, 4)
-            out[0] = s * float(i)
+            wp.expect_eq(i, n)
+            out[0] = s
         """,
         # products with a kernel's scalar argument and a module constant: no adjoint reads the stale value
         """

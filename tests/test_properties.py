@@ -43,8 +43,15 @@ SAFE = [
 HAZARDS = {
     "WL102": st.builds("    a[i] = a[i] * x[i] + {}\n".format, values),
     "WL103": st.just("    v = x3[i]\n    v.y = 0.0\n    out3[i] = v\n"),
-    "WL104": st.builds("    for j in range(n):\n        s = s * x[i] + {}\n".format, values),
+    "WL104": st.builds("    for j in range(n):\n        s = s * x[i] + {}\n    out[i] = s\n".format, values),
     "WL101": st.builds("    out3[i].x = {}\n    out3[i].y = {}\n    out3[i].z = {}\n".format, values, values, values),
+}
+# The same statements where the value carries no gradient (it never reaches an output, or it is
+# carried only linearly): activity and linearity make them no hazard (measured on Warp 1.19).
+INACTIVE = {
+    "WL102": st.builds("    a[i] = a[i] * 0.5 + {}\n".format, values),  # linear: only before 1.13
+    "WL103": st.just("    v = x3[i]\n    v.y = 0.0\n"),  # `v` reaches no output
+    "WL104": st.builds("    for j in range(n):\n        s = s * 0.5 + {}\n    out[i] = s\n".format, values),
 }
 # Warp 1.13.x: WL101 (<1.14) still applies, the double-store and additive-update hazards (<1.13) do not,
 # so the "safe" grammar may store an element twice.
@@ -80,6 +87,20 @@ def test_planted_hazards_are_found_where_planted(case):
     assert (code, hazard_line) in [(f.code, f.start.line) for f in found] or any(
         f.code == code and hazard_line <= f.start.line <= hazard_line + 2 for f in found)
     assert lint_code(source, target=TARGET) == found, "the same input gives the same findings"
+
+
+@st.composite
+def inactive_kernels(draw, code: str):
+    statements = draw(st.lists(st.one_of(SAFE), min_size=0, max_size=6))
+    statements.insert(draw(st.integers(0, len(statements))), draw(INACTIVE[code]))
+    return HEADER + "".join(statements)
+
+
+@SETTINGS
+@given(st.sampled_from(sorted(INACTIVE)).flatmap(lambda code: st.tuples(st.just(code), inactive_kernels(code))))
+def test_inactive_twins_of_planted_hazards_are_not_reported(case):
+    code, source = case
+    assert [f for f in lint_code(source, target=TARGET) if f.code == code] == []
 
 
 @SETTINGS

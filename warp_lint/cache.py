@@ -92,6 +92,13 @@ class ResultsCache:
         self.directory = Path(directory) / __version__
         self._ready = False
 
+    @classmethod
+    def at(cls, versioned: str) -> ResultsCache:
+        """The cache whose ``directory`` is ``versioned`` (a worker process reopening its parent's)."""
+        cache = cls(Path(versioned).parent)
+        cache.directory = Path(versioned)
+        return cache
+
     @staticmethod
     def key(path: str, raw: bytes, settings) -> str:
         digest = hashlib.blake2b(digest_size=20)

@@ -3,21 +3,18 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
-import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from warp_lint import __version__
-from warp_lint.config import Config, ConfigError, find_config, resolve_target
-from warp_lint.engine import FileResult, FileSettings, fix_until_stable
-from warp_lint.files import discover, glob_spec
+from warp_lint.config import ConfigError
+from warp_lint.engine import FileResult, fix_until_stable
 from warp_lint.fixer import ConcurrentModification, applicable, write_atomically
 from warp_lint.output import RunReport, renderers
-from warp_lint.registry import RulesNotInstalled, all_rules, known_selector, select_rules
-from warp_lint.runner import lint_project
+from warp_lint.options import UsageError, chosen_format, lint_paths, progress_printer, use_color, validate
+from warp_lint.registry import RulesNotInstalled, all_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -37,12 +34,9 @@ examples:
   warp-lint check --fix src/                apply safe fixes
   warp-lint check --output-format json .    machine-readable findings
   warp-lint check --confirm sim.py          confirm findings with a targeted gradcheck
+  warp-lint explain sim.py:42               why line 42's findings are (or are not) reported
   warp-lint rule WL102                      explain a rule
 """
-
-
-class UsageError(Exception):
-    pass
 
 
 def _codes(value: str) -> list[str]:
@@ -69,6 +63,15 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run the runtime checker on the findings of PATH, or only those on LINE.")
     confirm.add_argument("target", help="PATH or PATH:LINE")
     _add_lint_options(confirm)
+
+    explain = commands.add_parser(
+        "explain", help="say why a line's findings are (or are not) reported",
+        description="For the kernel or @wp.func holding LINE: its differentiation context (differentiated,"
+                    " forward-only or unknown) and the recording that decides it (the tape, the calls from the"
+                    " entry point). For each finding on LINE, forward-only ones included: the places that"
+                    " explain it.")
+    explain.add_argument("target", help="PATH:LINE")
+    _add_lint_options(explain)
 
     rule = commands.add_parser("rule", help="print a rule's documentation")
     rule.add_argument("code", help="a rule code, e.g. WL101, or --all")
@@ -120,6 +123,9 @@ def _add_lint_options(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                         help="colour the text output (auto: only on a terminal, and never with NO_COLOR)")
     output.add_argument("--report-unused-noqa", action="store_true", help="report '# noqa' that suppress nothing")
+    output.add_argument("--report-forward-only", action="store_true",
+                        help="also report kernel findings in code no tape records (forward-only: launched only"
+                             " outside tapes, or with backward disabled)")
     fixes = parser.add_argument_group("fixes")
     fixes.add_argument("--fix", action="store_true", help="apply safe fixes, writing files atomically")
     fixes.add_argument("--unsafe-fixes", action="store_true", help="also apply (or show) unsafe fixes")
@@ -134,129 +140,12 @@ def _add_lint_options(parser: argparse.ArgumentParser) -> None:
                               " compiling a module always gets at least 600)")
 
 
-@dataclasses.dataclass
-class Options:
-    arguments: argparse.Namespace
-    base_config: Config | None
-
-    def config_for(self, directory: Path) -> Config:
-        config = self.base_config or find_config(directory)
-        a = self.arguments
-        overrides = {}
-        if a.select is not None:  # a later layer, as in ruff: the command line's select resets the file's
-            overrides.update(select=a.select, ignore=list(a.ignore), extend_select=list(a.extend_select))
-        else:
-            if a.extend_select:
-                overrides["extend_select"] = config.extend_select + a.extend_select
-            if a.ignore:
-                overrides["ignore"] = config.ignore + a.ignore
-        if a.exclude is not None:
-            overrides["exclude"] = a.exclude
-        if a.extend_exclude:
-            overrides["extend_exclude"] = config.extend_exclude + a.extend_exclude
-        if a.report_unused_noqa:
-            overrides["report_unused_noqa"] = True
-        return dataclasses.replace(config, **overrides) if overrides else config
-
-    def settings_for(self, path: Path) -> FileSettings:
-        directory = path.parent.resolve()
-        config = self.config_for(directory)
-        ignore = list(config.ignore)
-        if config.per_file_ignores:
-            try:
-                relative = path.resolve().relative_to(config.root.resolve()).as_posix()
-            except ValueError:
-                relative = path.as_posix()
-            for pattern, codes in config.per_file_ignores.items():
-                if glob_spec([pattern]).match_file(relative):
-                    ignore.extend(codes)
-        rules = select_rules(config.select, ignore, config.extend_select)
-        target, _ = resolve_target(self.arguments.target_warp_version, config, directory)
-        return FileSettings(tuple(r.code for r in rules), target, config.report_unused_noqa)
-
-
-def _validate(arguments: argparse.Namespace) -> None:
-    for option in ("select", "extend_select", "ignore"):
-        for code in getattr(arguments, option) or []:
-            if not known_selector(code):
-                raise UsageError(f"--{option.replace('_', '-')}: unknown rule code '{code}'"
-                                 " (run 'warp-lint rules' for the list)")
-    if arguments.target_warp_version:
-        from warp_lint.versions import validate_specifier
-
-        error = validate_specifier(arguments.target_warp_version)
-        if error:
-            raise UsageError(f"--target-warp-version: {error}")
-    if arguments.jobs is not None and arguments.jobs < 1:
-        raise UsageError("--jobs must be at least 1")
-
-
-def _output_format(arguments: argparse.Namespace) -> str:
-    chosen = arguments.output_format or os.environ.get("WARP_LINT_OUTPUT_FORMAT") or "text"
-    if chosen not in renderers():
-        raise UsageError(f"unknown output format '{chosen}'; choose from {', '.join(renderers())}")
-    return chosen
-
-
-def _use_color(choice: str, stream) -> bool:
-    if choice == "always":
-        return True
-    if choice == "never" or os.environ.get("NO_COLOR"):
-        return False
-    if os.environ.get("FORCE_COLOR"):
-        return True
-    return hasattr(stream, "isatty") and stream.isatty()
-
-
-def _progress_printer():
-    """Progress on stderr when it is a terminal; nothing in CI or pipes."""
-    if not sys.stderr.isatty() or os.environ.get("CI"):
-        return None
-
-    def show(message: str) -> None:
-        sys.stderr.write("\r\x1b[2K" + message[: os.get_terminal_size(sys.stderr.fileno()).columns - 1])
-        sys.stderr.flush()
-
-    return show
-
-
-def lint_paths(arguments: argparse.Namespace, paths: list[Path], force_exclude: bool, progress=None):
-    """The static pass as the command line runs it: configuration, discovery, cache, lint.
-
-    Returns (options, files, results, path errors, internal errors, workspace); shared by `check`,
-    `confirm`, `explain` and `trace`.
-    """
-    base = None
-    if arguments.config:
-        from warp_lint.config import _load_toml, config_from_table
-
-        table = _load_toml(arguments.config).get("tool", {}).get("warp-lint", {})
-        base = config_from_table(table, arguments.config, arguments.config.resolve().parent)
-    options = Options(arguments, base)
-    errors: list[str] = []
-    files: list[Path] = []
-    for path, error in discover(paths, options.config_for, force_exclude):
-        if error:
-            errors.append(error)
-        else:
-            files.append(path)
-    cache = None
-    if not arguments.no_cache:
-        from warp_lint.cache import ResultsCache
-        from warp_lint.config import cache_directory
-
-        cache = ResultsCache(cache_directory(options.config_for(Path.cwd().resolve())))
-    results, internal_errors, workspace = lint_project(files, options.settings_for, jobs=arguments.jobs, cache=cache,
-                                                       progress=progress)
-    return options, files, results, errors, internal_errors, workspace
-
-
 def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | None = None,
              confirm: bool = False) -> int:
-    _validate(arguments)
-    output_format = _output_format(arguments)
+    validate(arguments)
+    output_format = chosen_format(arguments)
     options, files, results, errors, internal_errors, workspace = lint_paths(
-        arguments, paths, arguments.force_exclude, progress=_progress_printer())
+        arguments, paths, arguments.force_exclude, progress=progress_printer())
     for error in errors:
         from warp_lint.engine import input_error
 
@@ -305,7 +194,7 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
             findings=findings,
             sources={r.path: r.source.text for r in results if r.findings and r.source is not None},
             files_checked=len(files), fixed=fixed, fix_mode=arguments.fix, unsafe_fixes=arguments.unsafe_fixes,
-            color=_use_color(arguments.color, stream) and output_format in ("text", "concise"),
+            color=use_color(arguments.color, stream) and output_format in ("text", "concise"),
             statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules(),
         )
         renderers()[output_format](report, stream)
@@ -323,6 +212,24 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
     return EXIT_CLEAN
 
 
+def run_explain(arguments: argparse.Namespace) -> int:
+    from warp_lint.explain import explain
+
+    path, _, line = arguments.target.rpartition(":")
+    if not path or not line.isdigit():
+        raise UsageError(f"explain needs PATH:LINE, got '{arguments.target}'")
+    validate(arguments)
+    arguments.report_forward_only = True  # a forward-only finding is what one asks about
+    _, files, results, errors, internal_errors, workspace = lint_paths(arguments, [Path(path)], force_exclude=False)
+    for message in errors + internal_errors:
+        sys.stderr.write(f"error: {message}\n")
+    if not files:
+        return EXIT_ERROR
+    findings = [f for r in results for f in r.findings]
+    sys.stdout.write(explain(workspace, str(files[0]), int(line), findings, root=str(Path.cwd())))
+    return EXIT_ERROR if internal_errors else EXIT_CLEAN
+
+
 def _diff(before: str, after: str, path: str) -> str:
     return "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), f"a/{path}", f"b/{path}"))
 
@@ -333,7 +240,7 @@ def _confirm(findings, arguments) -> None:
     except ImportError as error:
         raise UsageError(f"--confirm needs the runtime checker's dependencies ({error.name} is missing):"
                          " pip install 'warp-lint[runtime]'") from None
-    progress = _progress_printer()
+    progress = progress_printer()
     confirm_findings([f for f in findings if f.data.get("strategy")], device=arguments.device,
                      timeout=arguments.confirm_timeout, progress=progress)
     if progress:
@@ -386,6 +293,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             if not path or not line.isdigit():
                 path, line = arguments.target, ""
             return run_lint(arguments, [Path(path)], int(line) if line else None, confirm=True)
+        if arguments.command == "explain":
+            return run_explain(arguments)
         if arguments.command == "trace":
             from warp_lint.trace.command import run_trace
 

@@ -38,6 +38,7 @@ class Config:
     target_warp_version: str | None = None
     respect_gitignore: bool = True
     report_unused_noqa: bool = False
+    report_forward_only: bool = False
     cache_dir: str | None = None
     root: Path = dataclasses.field(default_factory=Path.cwd)  # the folder holding the pyproject.toml
     source: Path | None = None  # the pyproject.toml this came from
@@ -53,6 +54,7 @@ _KEYS: dict[str, tuple[type, str]] = {
     "target-warp-version": (str, "target_warp_version"),
     "respect-gitignore": (bool, "respect_gitignore"),
     "report-unused-noqa": (bool, "report_unused_noqa"),
+    "report-forward-only": (bool, "report_forward_only"),
     "cache-dir": (str, "cache_dir"),
 }
 

@@ -92,12 +92,14 @@ class Positions:
 
 
 class FileContext:
-    def __init__(self, source: SourceFile, triage: Triage, module: cst.Module, target_version: str):
+    def __init__(self, source: SourceFile, triage: Triage, module: cst.Module, target_version: str,
+                 imported_helpers: dict | None = None):
         self.source = source
         self.path = source.path
         self.triage = triage
         self.module = module
         self.target_version = target_version
+        self.imported_helpers = imported_helpers  # finds other files' @wp.func helpers by the code calling them
         self.reports: list[Report] = []
 
     # -- shared providers -----------------------------------------------------------------
@@ -111,7 +113,7 @@ class FileContext:
 
     @functools.cached_property
     def kernels(self) -> KernelIndex:
-        return build_kernel_index(self.module, self.names, self.options)
+        return build_kernel_index(self.module, self.names, self.options, self.imported_helpers)
 
     def kernel_facts(self, summary: FileSummary, within: Callable[[str], bool] | None = None
                      ) -> dict[str, KernelFacts]:

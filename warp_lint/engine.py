@@ -47,6 +47,9 @@ class FileAnalysis:
     summary: FileSummary | None = None
     facts: dict[str, KernelFacts] = dataclasses.field(default_factory=dict)
     source: SourceFile | None = None  # not cached: read again when needed
+    # files whose helpers the kernel model followed -> the digest of their text then: a cached
+    # analysis is stale when one of them changed
+    dependencies: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def without_source(self) -> FileAnalysis:
         return dataclasses.replace(self, source=None)
@@ -81,7 +84,8 @@ def file_rules(rule_codes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(code for code in rule_codes if code in rules and rules[code].level == "file")
 
 
-def analyse_bytes(path: str, raw: bytes, settings: FileSettings) -> FileAnalysis:
+def analyse_bytes(path: str, raw: bytes, settings: FileSettings,
+                  helpers: Callable[[str, FileSummary], Callable] | None = None) -> FileAnalysis:
     """Analyse one file's bytes. Never raises for bad input; raises InternalError for a bug of ours."""
     if b"warp" not in raw:  # cheap before expensive: no Warp, nothing to find
         return FileAnalysis(path, [])
@@ -92,15 +96,21 @@ def analyse_bytes(path: str, raw: bytes, settings: FileSettings) -> FileAnalysis
         source = decode_source(path, raw)
     except SourceError as error:
         return FileAnalysis(path, [input_error(path, error.code, str(error), error.line, error.column)])
-    return analyse_source(source, settings)
+    return analyse_source(source, settings, helpers=helpers)
 
 
 def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True,
+                   helpers: Callable[[str, FileSummary], Callable] | None = None,
                    memory: AnalysisMemory | None = None) -> FileAnalysis:
     """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels.
 
+    ``helpers(path, summary)`` gives a lookup of the ``@wp.func`` helpers of other files that the
+    file's kernels call (its project's), so the kernel model follows calls into them; the lookup's
+    ``found`` are what the analysis depends on.
+
     ``memory``: what earlier analyses left (an editor session, a fix's re-lint): only the top-level
-    statements that changed are parsed and analysed again, with the same result.
+    statements that changed (or whose imported helpers did) are parsed and analysed again, with
+    the same result.
     """
     path = source.path
     try:
@@ -122,11 +132,13 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
     if not kernels or not triaged.regions:
         return analysis
     if memory is not None and not settings.whole_file:
+        lookup = helpers(path, summary) if helpers is not None else None
         with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
             done = memory.units.analyse(source, triaged, summary, settings.target_version,
-                                        file_rules(settings.rule_codes))
+                                        file_rules(settings.rule_codes), lookup)
         if done is not None:
-            analysis.findings, analysis.facts = done
+            analysis.findings, analysis.facts, found = done
+            analysis.dependencies = {h.path: h.digest for h in found}
             return analysis
     try:
         module = cst.parse_module(triaged.synthetic)
@@ -140,11 +152,14 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
         return analysis
     try:
         with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
-            context = FileContext(source, triaged, module, settings.target_version)
+            lookup = helpers(path, summary) if helpers is not None else None
+            context = FileContext(source, triaged, module, settings.target_version, lookup)
             for code in file_rules(settings.rule_codes):
                 all_rules()[code]().check(context)
             analysis.findings = context.findings()
             analysis.facts = context.kernel_facts(summary)
+            if lookup is not None:
+                analysis.dependencies = {h.path: h.digest for h in lookup.found.values()}
     except RecursionError:
         analysis.findings = [input_error(path, "E999", "expression nested too deeply to analyse")]
     except Exception as error:  # a bug in warp-lint: name the file, keep the traceback
@@ -157,7 +172,7 @@ def lint_source(source: SourceFile, settings: FileSettings) -> FileResult:
     """Lint one file on its own: the file is its whole project (snippets, tests, a fix's re-lint)."""
     from warp_lint.workspace import Workspace
 
-    analysis = analyse_source(source, settings)
+    analysis = analyse_source(source, settings)  # alone: no other file's helpers to follow
     return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
 
 

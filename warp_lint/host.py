@@ -63,6 +63,18 @@ AUTOGRAD_CHECKS = {"warp.autograd.gradcheck", "warp.autograd.gradcheck_tape", "w
 INTEGER_DTYPES = {"int", "bool", "warp.bool", "warp.uint64", "warp.int64", "int32", "int64", "warp.int32",
                   "warp.uint32", "warp.int16", "warp.int8", "warp.uint8", "warp.uint16", "warp.int",
                   "warp.vec2i", "warp.vec3i", "warp.vec4i"}
+# Warp's integer vector types: vec3i (int32), vec2ui, vec4l (int64), vec2ul, vec3s (int16), vec2us, vec2b
+# (int8), vec2ub; vec3h is float16.
+INTEGER_VECTOR = re.compile(r"^vec\d(?:i|ui|l|ul|s|us|b|ub)$")
+
+
+def integer_dtype(dtype: str | None) -> bool:
+    """Whether a dtype as written (`wp.int32`, `int`, `warp.vec3i`) holds integers: no gradient."""
+    if not dtype:
+        return False
+    last = dtype.rsplit(".", 1)[-1]
+    return dtype in INTEGER_DTYPES or last in {d.rsplit(".", 1)[-1] for d in INTEGER_DTYPES} or bool(
+        INTEGER_VECTOR.match(last))
 
 TAPE_NAME = re.compile(r"(?:^|_)tape\d*(?:$|_)")
 KEY_ORDER = re.compile(r"@(\d+)")
@@ -143,8 +155,7 @@ class Allocation:
 
     @property
     def integer(self) -> bool:
-        dtype = self.dtype.split(".")[-1]
-        return self.dtype in INTEGER_DTYPES or dtype in {d.split(".")[-1] for d in INTEGER_DTYPES}
+        return integer_dtype(self.dtype)
 
 
 @dataclasses.dataclass
@@ -155,6 +166,7 @@ class LoopSpan:
     end_order: int
     targets: frozenset[str]  # names the loop header binds (`for i, s in ...`)
     single_pass: bool  # its body ends in `break`/`return`/`raise`: it runs once
+    target_keys: frozenset[str] = frozenset()  # their keys, as element keys name them (`states[t@12]`)
 
 
 @dataclasses.dataclass
@@ -320,7 +332,7 @@ class HostScope:
         """Whether the loop picks the array anew each pass: bound inside the loop, or an element
         picked by the loop's counter (`states[t + 1]`, also when a callee knows it as `x_next`)."""
         return self.created_in(ref.key, span.start_order, span.end_order) or mentions(
-            ref.key[ref.key.find("["):] if "[" in ref.key else "", span.targets)
+            ref.key[ref.key.find("["):] if "[" in ref.key else "", span.targets | span.target_keys)
 
     def tape_keys(self) -> set[str]:
         return {r.key for r in self.regions if r.key} | {e.key for e in self.events if e.kind == "tape"}

@@ -86,11 +86,14 @@ class Part:
 
 @dataclasses.dataclass
 class UnitResult:
-    """A unit's findings (line marks relative to its key's parts, path left empty) and its
-    definitions' kernel facts, in the order of their first lines."""
+    """A unit's findings (line marks relative to its key's parts, path left empty), its
+    definitions' kernel facts, in the order of their first lines, and the helpers of other files
+    its analysis may have looked up: the code calling each, and what the lookup gave then (see
+    ``_imported``). The result holds while every lookup gives the same."""
 
     findings: list[Finding]
     facts: list[KernelFacts | None]
+    imported: tuple[tuple[str, tuple | None], ...] = ()
 
 
 class AnalysisMemory:
@@ -185,17 +188,20 @@ class KernelUnits:
         return len(self._results)
 
     def analyse(self, source: SourceFile, triaged: Triage, summary: FileSummary, target_version: str,
-                rule_codes: tuple[str, ...]) -> tuple[list[Finding], dict[str, KernelFacts]] | None:
-        """The file's kernel findings and facts, as a whole-file analysis gives them; None when the
-        file must be analysed whole."""
+                rule_codes: tuple[str, ...], lookup: Callable[[str], Any] | None = None
+                ) -> tuple[list[Finding], dict[str, KernelFacts], list] | None:
+        """The file's kernel findings and facts, as a whole-file analysis gives them, and the
+        imported helpers they followed; None when the file must be analysed whole. ``lookup``
+        finds the ``@wp.func`` helpers of other files (see ``build_kernel_index``)."""
         try:
-            return self._analyse(source, triaged, summary, target_version, rule_codes)
+            return self._analyse(source, triaged, summary, target_version, rule_codes, lookup)
         except Exception:  # noqa: BLE001 - Unsupported, a parse error, a bug: the whole-file analysis
             self.whole += 1  # gives the result, or reports the error properly
             return None
 
     def _analyse(self, source: SourceFile, triaged: Triage, summary: FileSummary, target_version: str,
-                 rule_codes: tuple[str, ...]) -> tuple[list[Finding], dict[str, KernelFacts]]:
+                 rule_codes: tuple[str, ...], lookup: Callable[[str], Any] | None
+                 ) -> tuple[list[Finding], dict[str, KernelFacts], list]:
         text = source.text
         if triaged.line_map is None or _OPEN in text or _CLOSE in text:
             raise Unsupported("a whole-file parse, or a file holding the characters a line mark prints as")
@@ -203,7 +209,8 @@ class KernelUnits:
         parts = _parts(triaged, lines)
         units = [index for index, part in enumerate(parts) if not part.context]
         names = hashlib.blake2b(import_skeleton(triaged).encode("utf-8", "surrogatepass"), digest_size=16)
-        names.update(f"\0{target_version}\0{','.join(rule_codes)}".encode())
+        # With a lookup the kernel model follows other files' helpers: results without one differ.
+        names.update(f"\0{target_version}\0{','.join(rule_codes)}\0{lookup is not None}".encode())
         settings = names.digest()
         keys: dict[int, tuple[bytes, list[int]]] = {}
         defined_by = _defined_by(parts, units)
@@ -217,16 +224,17 @@ class KernelUnits:
 
         results: dict[int, UnitResult] = {}
         missing = []
+        asked = _Lookups(lookup)
         for unit in units:
             stored = self._results.get(keys[unit][0])
-            if stored is None:
+            if stored is None or not asked.same(stored.imported):
                 missing.append(unit)
             else:
                 self._results.move_to_end(keys[unit][0])
                 results[unit] = stored
         if missing:
             results.update(self._run(source, triaged, summary, lines, parts, missing, keys, target_version,
-                                     rule_codes))
+                                     rule_codes, asked))
             self.analysed += len(missing)
         self.reused += len(units) - len(missing)
 
@@ -244,11 +252,11 @@ class KernelUnits:
                     facts[key] = unit_facts
         # The whole-file analysis reports rule by rule, each rule in file order.
         findings = [finding for code in rule_codes for finding in findings_by_code.get(code, ())]
-        return findings, facts
+        return findings, facts, asked.found()
 
     def _run(self, source: SourceFile, triaged: Triage, summary: FileSummary, lines: list[str], parts: list[Part],
              missing: list[int], keys: dict[int, tuple[bytes, list[int]]], target_version: str,
-             rule_codes: tuple[str, ...]) -> dict[int, UnitResult]:
+             rule_codes: tuple[str, ...], asked: _Lookups) -> dict[int, UnitResult]:
         """Analyse the missing units in one parse with their keys' parts; store their results."""
         batch = sorted({member for unit in missing for member in keys[unit][1]})
         regions = [region for member in batch for region in parts[member].regions]
@@ -266,7 +274,9 @@ class KernelUnits:
                                      synthetic=synthetic, line_map=[mark(line) for line in line_map],
                                      statement_lines=statement_lines)
         module = cst.parse_module(synthetic)
-        context = FileContext(source, subset, module, target_version)
+        batch_asked = _Lookups(asked.lookup)
+        context = FileContext(source, subset, module, target_version,
+                              batch_asked if asked.lookup is not None else None)
         for code in rule_codes:
             all_rules()[code]().check(context)
         found = context.findings()
@@ -281,6 +291,12 @@ class KernelUnits:
                 raise Unsupported("a kernel finding outside every unit")
             by_unit.setdefault(owner, []).append(finding)
         definitions = _definitions_by_unit(summary, parts, missing)
+        asked.merge(batch_asked)
+        # A lookup belongs to the units whose key's text names the code's first name; one that
+        # none names (it should not happen) to every unit analysed.
+        claimed = {code for code in batch_asked.asked
+                   if any(_identifiers([code.split(".", 1)[0]]) <= parts[member].words
+                          for unit in missing for member in keys[unit][1])}
         results = {}
         slot_of_part = {member: slot for slot, member in enumerate(batch)}
         for unit in missing:
@@ -294,7 +310,9 @@ class KernelUnits:
                 return LineMark(mark + (slot_in_key[slot] - slot) * PART_SPAN)
 
             findings = [_map_marks(_with_path(f, source.path, ""), relative) for f in by_unit.get(unit, ())]
-            result = UnitResult(findings, [batch_facts.get(key) for key in definitions.get(unit, [])])
+            words = frozenset().union(*(parts[member].words for member in members))
+            result = UnitResult(findings, [batch_facts.get(key) for key in definitions.get(unit, [])],
+                                batch_asked.read_by(words, claimed))
             results[unit] = result
             self._store(key, result)
         return results
@@ -304,6 +322,49 @@ class KernelUnits:
         self._results.move_to_end(key)
         while len(self._results) > self.capacity:
             self._results.popitem(last=False)
+
+
+class _Lookups:
+    """The helper lookups of one analysis, each asked once: what each code gave (the helper and
+    its fingerprint), for the analysis's dependencies and to check stored results."""
+
+    def __init__(self, lookup: Callable[[str], Any] | None):
+        self.lookup = lookup
+        self.asked: dict[str, tuple[Any, tuple | None]] = {}
+
+    def __call__(self, code: str):
+        known = self.asked.get(code)
+        if known is None:
+            helper = self.lookup(code) if self.lookup is not None else None
+            known = self.asked[code] = (helper, _fingerprint(helper))
+        return known[0]
+
+    def same(self, imported: tuple[tuple[str, tuple | None], ...]) -> bool:
+        """Whether every lookup a stored result made gives what it gave then."""
+        for code, fingerprint in imported:
+            self(code)
+            if self.asked[code][1] != fingerprint:
+                return False
+        return True
+
+    def merge(self, other: _Lookups) -> None:
+        for code, known in other.asked.items():
+            self.asked.setdefault(code, known)
+
+    def read_by(self, words: frozenset[str], claimed: set[str]) -> tuple[tuple[str, tuple | None], ...]:
+        return tuple((code, fingerprint) for code, (_, fingerprint) in self.asked.items()
+                     if code not in claimed or _identifiers([code.split(".", 1)[0]]) <= words)
+
+    def found(self) -> list:
+        return [helper for helper, _ in self.asked.values() if helper is not None]
+
+
+def _fingerprint(helper) -> tuple | None:
+    """What the kernel model reads of an imported helper (its file's digest aside: the file may
+    change elsewhere)."""
+    if helper is None:
+        return None
+    return (helper.name, helper.path, tuple(helper.params), tuple(sorted(helper.array_effects.items())))
 
 
 # -- parts and keys ---------------------------------------------------------------------------

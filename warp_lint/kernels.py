@@ -10,7 +10,7 @@ array parameters to the caller's arrays, transitively.
 from __future__ import annotations
 
 import dataclasses
-from typing import Iterator
+from typing import Callable, Iterator
 
 import libcst as cst
 
@@ -86,6 +86,7 @@ class ComponentWrite:
     is_field: bool  # ``b.pos = ...`` on a struct rather than a vector component
     loops: tuple["Loop", ...] = ()
     element: tuple[cst.BaseExpression, ...] | None = None  # ``(i, j)`` for ``m[i, j] = ...``; None for ``v.x``
+    branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
 
 
 @dataclasses.dataclass
@@ -194,6 +195,9 @@ class FunctionModel:
     conditionals: list[ConditionalExpression] = dataclasses.field(default_factory=list)
     statements: list[StatementSite] = dataclasses.field(default_factory=list)  # every small statement
     adjoint_writes: list[AdjointWrite] = dataclasses.field(default_factory=list)
+    # `@wp.func` helpers of this file annotated to return an integer or a bool: their values carry no
+    # gradient (a count, an index, a flag).
+    integer_helpers: frozenset[str] = frozenset()
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -202,7 +206,10 @@ class FunctionModel:
 
     @property
     def arrays(self) -> dict[str, Param]:
-        return {p.name: p for p in self.params if p.type.is_array}
+        """Array parameters; in a kernel, `Any`-typed ones too (a generic kernel's `dst: Any` is an
+        array: a kernel's scalar or vector arguments are values it does not store into)."""
+        return {p.name: p for p in self.params
+                if p.type.is_array or (self.kind == "kernel" and p.type.kind == "generic")}
 
     @property
     def local_names(self) -> set[str]:
@@ -256,7 +263,26 @@ class KernelIndex:
         return (f for f in self.functions if f.kind == "kernel")
 
 
-def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions) -> KernelIndex:
+@dataclasses.dataclass
+class ImportedHelper:
+    """A ``@wp.func`` of another file, known by its facts: enough to follow a call into it."""
+
+    name: str
+    params: list  # objects with a ``name``, in order
+    array_effects: dict[str, frozenset[str]]
+    path: str = ""  # the file defining it, and the digest of its text: what an analysis depends on
+    digest: str = ""
+    helper_calls: list = dataclasses.field(default_factory=list)  # already folded into its effects
+
+    def effects(self) -> dict[str, set[str]]:
+        return {array: set(kinds) for array, kinds in self.array_effects.items()}
+
+
+def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions,
+                       imported: Callable[[str], ImportedHelper | None] | None = None) -> KernelIndex:
+    """``imported(code)``: the ``@wp.func`` helper of another file that the code calling it here
+    names (`helper`, `math_utils.helper`), or None; asked only for calls that pass arrays, so a
+    kernel's effects follow calls into them."""
     structs: dict[str, StructModel] = {}
     decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
     for index, statement in enumerate(module.body):
@@ -282,14 +308,24 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         )
     functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
                  for node, decorator, kind, index in decorated]
-    helpers: dict[str, list[FunctionModel]] = {}
+    helpers: dict[str, list] = {}
     for function in functions:
         if function.kind == "func":
             helpers.setdefault(function.name, []).append(function)
+    integer_helpers = frozenset(name for name, overloads in helpers.items()
+                                if all(_returns_integer(f.node, names) for f in overloads))
     for function in functions:
-        _BodyScanner(function, names, options, helpers, struct_names).scan()
+        function.integer_helpers = integer_helpers
+    for function in functions:
+        _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
     return KernelIndex(functions, structs)
+
+
+def _returns_integer(node: cst.FunctionDef, names: WarpNames) -> bool:
+    returns = node.returns.annotation if node.returns is not None else None
+    qualified = (names.qualify(returns) or dotted_name(returns)) if returns is not None else None
+    return qualified in INT_SCALARS or qualified in ("bool", "warp.bool")
 
 
 def _decorator_target(decorator: cst.Decorator) -> cst.BaseExpression:
@@ -323,8 +359,9 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
 class _BodyScanner:
     """Walks one function body in forward evaluation order and fills its model."""
 
-    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs):
+    def __init__(self, model: FunctionModel, names: WarpNames, options, helpers, structs, imported=None):
         self.model = model
+        self.imported = imported  # finds another file's @wp.func by the code calling it
         self.names = names
         self.helpers = helpers
         self.structs = structs
@@ -503,8 +540,9 @@ class _BodyScanner:
         self.shadowed.add(name)
         if operator is None and isinstance(value, cst.Subscript):
             array = self.array_of(value.value)
-            if array is not None and len(value.slice) < self.arrays[array].type.ndim:
-                self.views[name] = array
+            if array is not None and (len(value.slice) < self.arrays[array].type.ndim or any(
+                    isinstance(element.slice, cst.Slice) for element in value.slice)):
+                self.views[name] = array  # `row = a2d[i]`, `column = a2d[:, 1]`
         self.model.bindings.append(LocalBinding(name, value, statement, self.next_order(), operator, tuple(self.loops)))
 
     def component_write(self, name, component, value, statement, operator, is_field, element=None) -> None:
@@ -514,7 +552,7 @@ class _BodyScanner:
             return
         self.model.component_writes.append(
             ComponentWrite(name, component, value, statement, self.next_order(), operator, is_field,
-                           tuple(self.loops), element)
+                           tuple(self.loops), element, tuple(self.branches))
         )
 
     # -- expressions ----------------------------------------------------------------------
@@ -562,8 +600,13 @@ class _BodyScanner:
         arrays = [(i, a, self.array_of(a.value)) for i, a in enumerate(call.args)]
         if not any(array for _, _, array in arrays):
             return False
-        name = call.func.value if isinstance(call.func, cst.Name) else None
-        if name in self.helpers and name not in self.shadowed:
+        name = dotted_name(call.func)
+        if name is not None and name not in self.helpers and callee is None and self.imported is not None and \
+                name.split(".", 1)[0] not in self.shadowed:
+            helper = self.imported(name)
+            if helper is not None:
+                self.helpers[name] = [helper]
+        if name in self.helpers and name.split(".", 1)[0] not in self.shadowed:
             mapping = {}
             helper_params = [p.name for p in self.helpers[name][0].params]
             for position, argument, array in arrays:
@@ -577,6 +620,7 @@ class _BodyScanner:
             self.model.helper_calls.append(
                 HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops)))
             return True
+
         for _, argument, array in arrays:
             if array is None:
                 self.expression(argument.value)
@@ -626,53 +670,13 @@ class _BodyScanner:
         return dynamic, reason, ""
 
 
-_CONVERSIONS = {"float", "int", "warp.float32", "warp.float64", "warp.float16", "warp.int32", "warp.int64",
-                "warp.uint32", "warp.uint64", "warp.int8", "warp.int16", "warp.uint8", "warp.uint16"}
+def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames) -> bool:
+    """Whether ``node`` carries no gradient anyone can observe: nothing active flows into its value
+    (literals, module constants, loop counters, a kernel's scalar arguments, shapes, integers, and
+    locals computed only from these; see ``warp_lint.dataflow``)."""
+    from warp_lint.dataflow import dataflow_of
 
-
-_INDEX_CALLS = {"warp.tid", "len", "warp.len"}
-
-
-def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames, _seen: frozenset[str] = frozenset()
-                  ) -> bool:
-    """Whether ``node`` carries no gradient anyone can observe: literals, module constants (Warp captures
-    globals as compile-time constants), loop counters, a kernel's non-array arguments (their adjoints are
-    never returned), array shapes, and locals computed only from these by arithmetic, indexing and
-    scalar conversions. Conservative: any other call, or an array read, carries a gradient."""
-    def free(child):
-        return gradient_free(function, child, names, _seen)
-
-    if isinstance(node, (cst.Integer, cst.Float)):
-        return True
-    if isinstance(node, cst.Name):
-        if node.value in _seen or node.value in ("True", "False"):
-            return True
-        params = {p.name: p for p in function.params}
-        if node.value in params:
-            return function.kind == "kernel" and not params[node.value].type.is_array
-        bindings = [b for b in function.bindings if b.name == node.value]
-        if not bindings:
-            return True  # a module constant or a loop variable
-        seen = _seen | {node.value}
-        return all(b.value is not None and gradient_free(function, b.value, names, seen) for b in bindings)
-    if isinstance(node, cst.UnaryOperation):
-        return free(node.expression)
-    if isinstance(node, (cst.BinaryOperation, cst.Comparison)):
-        parts = [node.left, node.right] if isinstance(node, cst.BinaryOperation) else [
-            node.left, *(c.comparator for c in node.comparisons)]
-        return all(free(part) for part in parts)
-    if isinstance(node, cst.Call):
-        callee = names.qualify(node.func, {p.name for p in function.params}) or dotted_name(node.func)
-        if callee in _INDEX_CALLS:
-            return True
-        return callee in _CONVERSIONS and all(free(a.value) for a in node.args)
-    if isinstance(node, cst.Subscript):
-        if isinstance(node.value, cst.Attribute) and node.value.attr.value == "shape":
-            return True
-        return free(node.value) and all(free(e.slice.value) for e in node.slice if isinstance(e.slice, cst.Index))
-    if isinstance(node, cst.Attribute):
-        return node.attr.value in ("shape", "size", "ndim") or free(node.value)
-    return False
+    return dataflow_of(function, names).free(node)
 
 
 _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]

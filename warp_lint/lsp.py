@@ -49,7 +49,6 @@ from pygls.workspace import PositionCodec
 
 from warp_lint import __version__, suppression
 from warp_lint.cache import ResultsCache
-from warp_lint.cli import Options
 from warp_lint.config import ConfigError, cache_directory, find_config, project_warp_requirement
 from warp_lint.engine import (
     MAX_FILE_BYTES,
@@ -63,6 +62,7 @@ from warp_lint.files import PYTHON_SUFFIXES, is_excluded
 from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Position
 from warp_lint.fixer import applicable, line_starts, offset_of
 from warp_lint.incremental import AnalysisMemory
+from warp_lint.options import Options
 from warp_lint.project.layout import find_root
 from warp_lint.registry import EXTRA_CODES, all_rules
 from warp_lint.runner import tune_garbage_collection

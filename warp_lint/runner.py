@@ -16,12 +16,24 @@ from typing import Callable
 
 from warp_lint.cache import ResultsCache
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, InternalError, analyse_bytes, input_error
+from warp_lint.project.summary import text_digest
 from warp_lint.source import SourceError, decode_source
 from warp_lint.workspace import Workspace
 
 # Below this many files to lint, a pool's start-up (about 0.1-0.2 s) costs more than it saves:
 # one file from pre-commit or the editor never pays it.
 PARALLEL_MIN_FILES = 16
+
+
+# The project a pool worker analyses files of: built once per worker by the pool's initializer.
+_WORKSPACE: Workspace | None = None
+
+
+def _start_worker(files: list[str], eager: set[str], cache_directory: str | None) -> None:
+    global _WORKSPACE
+    tune_garbage_collection()
+    cache = ResultsCache.at(cache_directory) if cache_directory else None
+    _WORKSPACE = Workspace([Path(f) for f in files], eager, cache)
 
 
 def _analyse_one(item: tuple[str, FileSettings, str | None]) -> tuple[FileAnalysis | str, str | None]:
@@ -38,7 +50,7 @@ def _analyse_one(item: tuple[str, FileSettings, str | None]) -> tuple[FileAnalys
     if key is not None:
         key = ResultsCache.key(path, raw, settings)
     try:
-        analysis = analyse_bytes(path, raw, settings)
+        analysis = analyse_bytes(path, raw, settings, _WORKSPACE.imported_helpers if _WORKSPACE else None)
     except InternalError as error:
         return f"{error}\n{error.detail}", None
     return analysis.without_source(), key
@@ -75,7 +87,11 @@ def file_keys(files: list[Path], settings_for: Callable[[Path], FileSettings]
 
 def analyse_files(files: list[Path], settings_for: Callable[[Path], FileSettings], jobs: int | None = None,
                   cache: ResultsCache | None = None, progress: Callable[[str], None] | None = None,
-                  keys: list[tuple[str, int] | OSError] | None = None) -> tuple[list[FileAnalysis], list[str]]:
+                  keys: list[tuple[str, int] | OSError] | None = None, workspace: Workspace | None = None
+                  ) -> tuple[list[FileAnalysis], list[str]]:
+    """Each file's analysis; with ``workspace``, the helpers files import from their project are
+    followed (each pool worker builds the same project from its file list)."""
+    global _WORKSPACE
     analyses: dict[int, FileAnalysis] = {}
     internal_errors: list[str] = []
     pending: list[tuple[int, str, FileSettings, str | None, int]] = []  # index, path, settings, key, size
@@ -93,7 +109,7 @@ def analyse_files(files: list[Path], settings_for: Callable[[Path], FileSettings
             continue
         key, size = keys[index]
         cached = cache.get(key)
-        if cached is not None:
+        if cached is not None and _dependencies_unchanged(cached):
             analyses[index] = cached
             continue
         pending.append((index, name, settings, key, size))  # the bytes are read again by the analysis
@@ -103,12 +119,19 @@ def analyse_files(files: list[Path], settings_for: Callable[[Path], FileSettings
         # Largest files first, in small chunks, so that no process is left with a big file at the end.
         pending.sort(key=lambda item: -item[4] if item[4] else -_size(item[1]))
         items = [(name, settings, key) for _, name, settings, key, _ in pending]
-        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=tune_garbage_collection) as pool:
+        start = (_start_worker, ([i.path for i in workspace.index.infos()], workspace.eager,
+                                 str(cache.directory) if cache is not None else None)) if workspace else (
+            tune_garbage_collection, ())
+        with concurrent.futures.ProcessPoolExecutor(max_workers=jobs, initializer=start[0], initargs=start[1]) as pool:
             outcomes = pool.map(_analyse_one, items, chunksize=max(1, min(8, len(items) // (jobs * 16))))
             _collect(pending, outcomes, analyses, internal_errors, cache, progress)
     else:
         items = [(name, settings, key) for _, name, settings, key, _ in pending]
-        _collect(pending, map(_analyse_one, items), analyses, internal_errors, cache, progress)
+        previous, _WORKSPACE = _WORKSPACE, workspace
+        try:
+            _collect(pending, map(_analyse_one, items), analyses, internal_errors, cache, progress)
+        finally:
+            _WORKSPACE = previous
     return [analyses[i] for i in sorted(analyses)], internal_errors
 
 
@@ -137,7 +160,7 @@ def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings]
         cached = cache.get_blob(run_key)
         if isinstance(cached, list) and len(cached) == len(files):
             return [_result(path, findings) for path, findings in cached], [], workspace
-    analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress, keys)
+    analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress, keys, workspace)
     if progress and len(files) > 50:
         progress(f"following recordings across {len(files)} files")
     results = workspace.results(analyses, settings_for)
@@ -155,6 +178,17 @@ def _result(path: str, findings: list) -> FileResult:
         except (OSError, SourceError):
             source = None
     return FileResult(path, findings, source)
+
+
+def _dependencies_unchanged(analysis: FileAnalysis) -> bool:
+    """Whether the files whose helpers a cached analysis followed still read as they did."""
+    for path, digest in analysis.dependencies.items():
+        try:
+            if text_digest(decode_source(path, Path(path).read_bytes()).text) != digest:
+                return False
+        except (OSError, SourceError):
+            return False
+    return True
 
 
 def _size(path: str) -> int:

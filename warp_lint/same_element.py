@@ -23,7 +23,7 @@ from typing import Protocol
 import libcst as cst
 
 from warp_lint.cst_walk import walk
-from warp_lint.kernels import FunctionModel, Loop
+from warp_lint.kernels import FunctionModel, Loop, mutually_exclusive
 
 # An affine form: symbol -> coefficient, and the constant term. A symbol is a name (str) or a loop's
 # variable (`_variable(loop)`).
@@ -43,7 +43,10 @@ def may_touch_same_element(function: FunctionModel, first: ElementAccess, second
     element (of one array, or one component of one local). False only when provably not."""
     shared = _shared_loops(first.loops, second.loops)
     # None: both in one iteration of every shared loop; a Loop: first in an earlier iteration of it.
-    return _may_meet(function, first, second, ([None] if first.order < second.order else []) + shared)
+    # Two arms of one `if` never both run in one iteration of the loops around it.
+    same_pass = first.order < second.order and not mutually_exclusive(
+        getattr(first, "branches", ()), getattr(second, "branches", ()))
+    return _may_meet(function, first, second, ([None] if same_pass else []) + shared)
 
 
 def may_touch_again(function: FunctionModel, access: ElementAccess, loop: Loop) -> bool:

@@ -28,6 +28,7 @@ from warp_lint.finding import Finding, Related
 from warp_lint.host import HostScope
 from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
+from warp_lint.kernels import ImportedHelper
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
 from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
@@ -46,8 +47,10 @@ class Workspace:
         # of the key of a whole run's results.
         self.context_digest = context_digest
         self.index = ProjectIndex(list(files), self._summary_of)
-        self._eager = eager  # the files whose definitions and entry points the model reads
+        self.eager = eager  # the files whose definitions and entry points the model reads
         self._analyses: dict[str, FileAnalysis] = {}
+        self._helpers_in_progress: set[str] = set()
+        self._read_only: dict[tuple[str, bool], FileAnalysis] = {}  # (path, with kernels) -> its analysis
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
         # Kept warm across lints of new text (an editor's buffers, a fix's re-lint): what earlier
         # analyses left, and the host findings of the current model.
@@ -94,7 +97,7 @@ class Workspace:
     def add(self, analysis: FileAnalysis) -> None:
         """A linted file's analysis: its summary and kernel facts replace what the disk says."""
         self._analyses[analysis.path] = analysis
-        self._eager.add(analysis.path)
+        self.eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
         if self._before_unparsable is not None and self._before_unparsable[0].path != analysis.path:
@@ -151,7 +154,7 @@ class Workspace:
 
     # -- loading --------------------------------------------------------------------------
     def _eager_infos(self) -> Iterator[ModuleInfo]:
-        return (info for info in self.index.infos() if info.path in self._eager)
+        return (info for info in self.index.infos() if info.path in self.eager)
 
     def _read(self, path: str) -> SourceFile | None:
         try:
@@ -172,8 +175,41 @@ class Workspace:
             return analysis.facts
         return self._analysis_of(path, kernels=True).facts
 
+    def imported_helpers(self, path: str, summary: FileSummary) -> HelperLookup:
+        """Finds the `@wp.func` helpers of other files that the file's kernels call, by the code that
+        calls them: the kernel model follows them as its own."""
+        return HelperLookup(self, path, summary)
+
+    def imported_helper(self, path: str, summary: FileSummary, code: str) -> ImportedHelper | None:
+        if code.split(".", 1)[0] in summary.warp_aliases or path in self._helpers_in_progress:
+            return None
+        symbol = self.index.resolve(path, MODULE_SCOPE, code)
+        if symbol is None or symbol.kind != "warp" or symbol.path == path:
+            return None
+        self._helpers_in_progress.add(path)  # a helper's file calling back into this one
+        try:
+            facts = self._facts_of(symbol.path).get(symbol.qualname)
+        finally:
+            self._helpers_in_progress.discard(path)
+        if facts is None or facts.kind != "func" or not facts.effects:
+            return None
+        defining = self._summary_of(symbol.path)
+        return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
+                              defining.digest if defining is not None else "")
+
+    def analyse(self, source: SourceFile, settings: FileSettings) -> FileAnalysis:
+        """A file's analysis with the helpers it imports followed; only the top-level statements
+        that changed since ``memory`` saw the file are analysed again."""
+        return analyse_source(source, settings, helpers=self.imported_helpers, memory=self.memory)
+
     def _analysis_of(self, path: str, kernels: bool) -> FileAnalysis:
-        """A file that is not linted: its summary (and kernel facts), through the cache."""
+        """A file that is not linted: its summary (and kernel facts), through the cache; once."""
+        known = self._read_only.get((path, kernels)) or (self._read_only.get((path, True)) if not kernels else None)
+        if known is None:
+            known = self._read_only[(path, kernels)] = self._analyse_read_only(path, kernels)
+        return known
+
+    def _analyse_read_only(self, path: str, kernels: bool) -> FileAnalysis:
         source = self._read(path)
         if source is None:
             return FileAnalysis(path, [])
@@ -184,7 +220,8 @@ class Workspace:
             if isinstance(cached, FileAnalysis):
                 return cached
         try:
-            analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels).without_source()
+            analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels,
+                                      helpers=self.imported_helpers if kernels else None).without_source()
         except Exception:  # a file we only read for context must never fail the run
             analysis = FileAnalysis(path, [])
         analysis.findings = []
@@ -200,7 +237,7 @@ class Workspace:
         """``lint_source``, with the file's analysis and whether the project model changed (the
         other files' results may have). Only the changed top-level statements are analysed again
         (``memory``), and the model is updated from the new text (see ``update``)."""
-        analysis = analyse_source(source, settings, memory=self.memory)
+        analysis = self.analyse(source, settings)
         changed = self.update(analysis)  # text that does not parse has no summary: the model has none for it
         return self.results([analysis], lambda _: settings)[0], analysis, changed
 
@@ -346,6 +383,23 @@ def _lines_only(function: FunctionSummary) -> FunctionSummary:
     if loc.column == loc.end_column == 0:
         return function
     return dataclasses.replace(function, loc=Loc(loc.line, 0, loc.end_line, 0))
+
+
+class HelperLookup:
+    """``lookup(code)``: the imported helper a file's kernel calls by ``code``; remembers what it
+    found (an analysis depends on those files)."""
+
+    def __init__(self, workspace: Workspace, path: str, summary: FileSummary):
+        self._workspace = workspace
+        self._path = path
+        self._summary = summary
+        self.found: dict[str, ImportedHelper] = {}
+
+    def __call__(self, code: str) -> ImportedHelper | None:
+        helper = self._workspace.imported_helper(self._path, self._summary, code)
+        if helper is not None:
+            self.found[code] = helper
+        return helper
 
 
 def _read_bytes(path: Path) -> bytes | None:

@@ -37,6 +37,13 @@ def finding_to_json(finding: Finding) -> dict[str, Any]:
         "severity": finding.severity,
         "affected_warp_versions": finding.affected_versions or None,
     }
+    if finding.related:
+        result["related"] = [{"message": r.message, "filename": r.path,
+                              "location": {"row": r.start.line, "column": r.start.column},
+                              "end_location": {"row": r.end.line, "column": r.end.column}} for r in finding.related]
+    context = finding.data.get("context")
+    if context:
+        result["differentiation_context"] = {"state": context, "reason": finding.data.get("context_reason", "")}
     if finding.confirmation is not None:
         result["confirmation"] = finding.confirmation.to_dict()
     return result

@@ -185,7 +185,15 @@ def _result(report: RunReport, finding: Finding, fingerprint: str, index: int) -
     }
     if finding.fix is not None:
         result["fixes"] = [_fix(report, finding.path, finding.fix)]
+    if finding.related:
+        result["relatedLocations"] = [
+            {"id": number, "message": {"text": related.message},
+             "physicalLocation": {"artifactLocation": _artifact(report, related.path),
+                                  "region": _region(related.start, related.end)}}
+            for number, related in enumerate(finding.related, start=1)]
     properties: dict[str, Any] = {}
+    if finding.data.get("context"):
+        properties["differentiationContext"] = finding.data["context"]
     if finding.affected_versions:
         properties["affectedWarpVersions"] = finding.affected_versions
     if finding.confirmation is not None:

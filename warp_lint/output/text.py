@@ -32,6 +32,14 @@ def render_concise(report: RunReport, stream: TextIO) -> None:
     _summary(report, stream)
 
 
+def _related(report: RunReport, finding, stream: TextIO) -> None:
+    """The places that explain a finding: the tape that records it, the calls that lead there."""
+    for related in finding.related:
+        where = related.path if related.path != finding.path else ""
+        stream.write(f"  = {_paint(report, 'note', 'bold', 'cyan')}: {related.message}"
+                     f" ({where + ':' if where else 'line '}{related.start.line})\n")
+
+
 def render(report: RunReport, stream: TextIO) -> None:
     for finding in report.findings:
         marker = " [*]" if finding.fix and finding.fix.applicability is Applicability.SAFE else ""
@@ -51,6 +59,7 @@ def render(report: RunReport, stream: TextIO) -> None:
             caret = " " * start + "^" * max(1, width)
             stream.write(f"  {_paint(report, number, 'cyan')} | {line}\n")
             stream.write(f"  {gutter} | {_paint(report, caret, 'red')}\n")
+        _related(report, finding, stream)
         _confirmation(report, finding, stream)
         stream.write("\n")
     _summary(report, stream)

@@ -92,7 +92,8 @@ class _FileEntries:
 
     summary: FileSummary
     functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]]
-    direct: list[Symbol]  # functions that reach a tape themselves
+    direct: list[Symbol]  # functions that reach a tape themselves: their callers are entry points too
+    local: list[Symbol]  # a requires_grad setting, a gradient check: read where it is written
     calls: list[tuple[str, Symbol, CallOp]]  # (called name, caller, call) of calls the index may resolve
     callees: dict[int, Symbol | None] = dataclasses.field(default_factory=dict)  # position in calls -> callee
     reads: set[str] = dataclasses.field(default_factory=set)
@@ -288,6 +289,7 @@ class ProjectModel:
             current[info.path] = entries
         functions, calls_by_name = self._merge_entries(current)
         pending = [symbol for entries in current.values() for symbol in entries.direct]
+        local = {symbol for entries in current.values() for symbol in entries.local}
         relevant = set(pending)
         called: set[Symbol] = set()
         while pending:
@@ -315,7 +317,7 @@ class ProjectModel:
         self._relevant = relevant | {init for symbol in relevant if functions[symbol][1].owner
                                      for init in [self.index.method(self._owner(*functions[symbol]), "__init__")]
                                      if init is not None}
-        ordered = sorted(relevant, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
+        ordered = sorted(relevant | local, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
                                                   functions[s][1].first_line))
         return [functions[s] for s in ordered]
 
@@ -461,20 +463,23 @@ class ProjectModel:
     def _callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]]:
         """The kernels and funcs whose bodies call ``func``."""
         found = []
-        for info in self._warp_files():
-            summary = self.index.summary(info)
-            if summary is None or not any(name in f.calls_in_body or any(c.endswith("." + name) for c in f.calls_in_body)
-                                          for f in summary.warp_defs.values()):
+        for definition, code in self._calls_by_name.get(name, ()):
+            if definition.symbol == func or any(d.symbol == definition.symbol for _, d in found):
                 continue
-            for definition in self.definitions_in(info):
-                if definition.symbol == func:
-                    continue
-                scope = _scope_of(definition.summary)
-                for code in definition.summary.calls_in_body:
-                    if code.rsplit(".", 1)[-1] == name and self.index.resolve(info.path, scope, code) == func:
-                        found.append((definition.symbol, definition))
-                        break
+            scope = _scope_of(definition.summary)
+            if self.index.resolve(definition.symbol.path, scope, code) == func:
+                found.append((definition.symbol, definition))
         return found
+
+    @functools.cached_property
+    def _calls_by_name(self) -> dict[str, list[tuple[WarpDefinition, str]]]:
+        """A called name -> the Warp definitions whose bodies call it, with the code that calls it."""
+        calls: dict[str, list[tuple[WarpDefinition, str]]] = {}
+        for info in self._warp_files():
+            for definition in self.definitions_in(info):
+                for code in definition.summary.calls_in_body:
+                    calls.setdefault(code.rsplit(".", 1)[-1], []).append((definition, code))
+        return calls
 
     def launch_sites(self, kernel: Symbol) -> tuple[Location, ...]:
         """Where the project launches ``kernel`` (resolved without a caller)."""
@@ -564,16 +569,25 @@ class ProjectModel:
         list, passed on): a launch the model cannot resolve might then run it."""
         name = kernel.qualname.rsplit(".", 1)[-1]
         launching = {site.path for site in self.launch_sites(kernel)}
+        return any(path not in launching for path in self._naming_files.get(name, ()))
+
+    @functools.cached_property
+    def _naming_files(self) -> dict[str, set[str]]:
+        """A kernel's name -> the files whose host code (or module-level values) names it."""
+        kernels = {s.rsplit(".", 1)[-1] for info in self._warp_files() for s in (
+            d.symbol.qualname for d in self.definitions_in(info) if d.kind == "kernel")}
+        naming: dict[str, set[str]] = {}
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
                 continue
             for function in summary.functions.values():
-                if name in function.words and not function.is_module and info.path not in launching:
-                    return True
-            if name in summary.values:
-                return True
-        return False
+                if not function.is_module:
+                    for name in function.words & kernels:
+                        naming.setdefault(name, set()).add(info.path)
+            for name in summary.values.keys() & kernels:
+                naming.setdefault(name, set()).add(info.path)
+        return naming
 
     def definition_at(self, path: str, line: int) -> WarpDefinition | None:
         """The innermost kernel or func whose lines hold ``line`` in the file ``path``."""
@@ -592,16 +606,21 @@ class ProjectModel:
 def _file_entries(info: ModuleInfo, summary: FileSummary) -> _FileEntries:
     functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]] = {}
     direct: list[Symbol] = []
+    local: list[Symbol] = []
     calls: list[tuple[str, Symbol, CallOp]] = []
     for function in summary.functions.values():
         symbol = Symbol("function", info.name, function.qualname, info.path)
         functions[symbol] = (info, function)
-        if _may_reach_a_tape(function.words) and _reaches_a_tape_directly(function.ops):
-            direct.append(symbol)
+        if _may_reach_a_tape(function.words):
+            relevance = _relevance(function.ops)
+            if relevance == "tape":
+                direct.append(symbol)
+            elif relevance == "local":
+                local.append(symbol)
         for op in function.ops:
             if op.__class__ is CallOp and op.qualified is None and op.dotted:
                 calls.append((op.method or op.func.rsplit(".", 1)[-1], symbol, op))
-    return _FileEntries(summary, functions, direct, calls)
+    return _FileEntries(summary, functions, direct, local, calls)
 
 
 def _records_anything(scope: HostScope) -> bool:
@@ -613,30 +632,31 @@ def _records_anything(scope: HostScope) -> bool:
                (e.allocation is not None and e.allocation.retain_grad) for e in scope.events)
 
 
-def _reaches_a_tape_directly(ops: list) -> bool:
-    """Whether a function's own operations hold what ``_records_anything`` looks for."""
+def _relevance(ops: list) -> str | None:
+    """What a function's own operations hold of what ``_records_anything`` looks for: "tape" (a
+    recording region, a tape's `backward()`: what its callers do around it matters too), "local"
+    (a `requires_grad` setting, `retain_grad`, a gradient check: read where it is written), or None."""
     tapes: set[str] = set()
+    found = None
     for op in ops:
         kind = op.__class__
         if kind is AssignOp:
             if any(code.endswith(".requires_grad") for code, _ in op.pairs):
-                return True
+                found = "local"
         elif kind is CallOp:
-            if op.qualified in AUTOGRAD_CHECKS:
-                return True
-            if op.argument(None, "retain_grad") is not None and op.qualified is not None:
-                return True
+            if op.qualified in AUTOGRAD_CHECKS or (op.argument(None, "retain_grad") is not None and op.qualified):
+                found = "local"
             if op.qualified in TAPE_CLASSES and op.target:
                 tapes.add(op.target)
             if op.method == "backward" and op.receiver is not None and (
                     looks_like_tape(op.receiver) or op.receiver in tapes):
-                return True
+                return "tape"
         elif kind is WithOp:
             for item in op.items:
                 if item.qualified in TAPE_CLASSES or (item.value.plain and (
                         looks_like_tape(item.value.code) or item.value.code in tapes)):
-                    return True
-    return False
+                    return "tape"
+    return found
 
 
 def _assigned(ops: list, name: str) -> list:

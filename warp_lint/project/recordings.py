@@ -15,6 +15,7 @@ turn. Depth and size are bounded; past the bounds a call is not followed.
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Callable
 
 from warp_lint.host import (
@@ -60,7 +61,9 @@ from warp_lint.project.summary import (
 )
 
 MAX_CALL_DEPTH = 8
-MAX_EVENTS = 20_000
+MAX_EVENTS = 10_000
+# A name in an element's index (not an attribute, not already a key).
+SUBSCRIPT_NAME = re.compile(r"(?<![\w.@])[A-Za-z_]\w*(?![\w@])")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -190,6 +193,9 @@ class Recorder:
                 symbol = instance = None
         if rest:
             symbol = instance = None
+            # `states[t + 1]`, `coms[frame]`: the index names by their keys, so a callee's `frame`
+            # is known as the caller's loop counter it was passed
+            rest = SUBSCRIPT_NAME.sub(lambda m: frame.names.get(m.group(0), m.group(0)), rest)
         return Result(key + rest, symbol, instance)
 
     def _annotate(self, info: ModuleInfo, function: FunctionSummary, key: str, name: str, annotation: str) -> None:
@@ -275,7 +281,8 @@ class Recorder:
                     frame.host_values.pop(name, None)
                 loop_id = self._uid(frame, "loop", op.id)
                 self.loop_spans[loop_id] = LoopSpan(loop_id, Location.of(frame.path, op.loc), self.order + 1, 0,
-                                                    frozenset(op.targets), op.single_pass)
+                                                    frozenset(op.targets), op.single_pass,
+                                                    frozenset(frame.names[name] for name in op.targets))
                 self.loop_stack.append(loop_id)
             elif kind is EndLoopOp:
                 loop_id = self.loop_stack.pop()

@@ -73,7 +73,7 @@ def _codes(value: str) -> list[str]:
 
 
 def _static_pass(arguments: argparse.Namespace, paths: list[Path]):
-    from warp_lint.cli import lint_paths
+    from warp_lint.options import lint_paths
 
     _, files, results, warnings, internal_errors, _ = lint_paths(arguments, paths, force_exclude=False)
     return files, results, warnings + internal_errors
@@ -100,7 +100,7 @@ def kernel_plan(findings) -> dict[str, dict[str, Any]]:
 
 
 def run_trace(arguments: argparse.Namespace) -> int:
-    from warp_lint.cli import UsageError, _output_format, _use_color, _validate
+    from warp_lint.options import UsageError, chosen_format, use_color, validate
     from warp_lint.output import RunReport, renderers
     from warp_lint.output.json_format import finding_to_json
     from warp_lint.registry import all_rules
@@ -114,8 +114,8 @@ def run_trace(arguments: argparse.Namespace) -> int:
                         ("--full-jacobian-limit", arguments.full_jacobian_limit)):
         if value < 0:
             raise UsageError(f"{name} must not be negative")
-    _validate(arguments)
-    output_format = _output_format(arguments)
+    validate(arguments)
+    output_format = chosen_format(arguments)
 
     paths = arguments.paths or [Path(".")]
     files, results, warnings = _static_pass(arguments, paths)
@@ -157,7 +157,7 @@ def run_trace(arguments: argparse.Namespace) -> int:
     try:
         report = RunReport(
             findings=everything, sources=sources, files_checked=len({f.path for f in traced}),
-            color=_use_color(arguments.color, stream) and output_format in ("text", "concise"),
+            color=use_color(arguments.color, stream) and output_format in ("text", "concise"),
             statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules())
         renderers()[output_format](report, stream)
         if output_format in ("text", "concise") and not arguments.quiet:

@@ -1,0 +1,692 @@
+"""Which values of a kernel carry a gradient, and which uses of them need their value backward.
+
+The analysis automatic-differentiation tools run before they differentiate (Tapenade, Enzyme):
+
+- **Activity.** A value is *active* when it depends on a differentiable input (an element of a
+  float array, or a ``@wp.func``'s float argument) and reaches a differentiable output (a store or
+  an atomic add into a float array, a func's return value). Integers, booleans, indices, counters,
+  values built from literals or from a kernel's scalar arguments (whose adjoints are never
+  returned), and values that only feed comparisons or indices carry no gradient: a hazard on them
+  is no hazard.
+- **Linearity.** A use of a value needs the value itself in the backward pass only when the
+  adjoint of the operation reads it: a product with another active value, a division by it, a
+  nonlinear builtin (``wp.sqrt``, ``wp.sin``, ``wp.min``), a helper call, or a comparison that
+  decides a branch. Sums, differences, copies, casts, component reads, vector constructors and
+  scalings by inactive values do not. Measured on Warp 1.19 (CPU, tape against finite
+  differences): ``v = a[i]; a[i] = v + e`` and ``a[i] = 0.5 * a[i] - b[i]`` are right, ``a[i] =
+  a[i] * b[i]`` and a branch on ``a[i]`` before overwriting it are wrong.
+
+The analysis is flow-insensitive over a function's locals (a name is active if any assignment to
+it is), which errs towards reporting.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import TYPE_CHECKING, Iterator
+
+import libcst as cst
+
+from warp_lint.cst_walk import children
+from warp_lint.names import WarpNames, dotted_name
+from warp_lint.warp_types import COMPOSITE_TYPES, INTEGER_CONSTRUCTORS
+
+if TYPE_CHECKING:
+    from warp_lint.kernels import FunctionModel, Loop
+
+SINK = "<output>"
+LINEAR, NONLINEAR, BRANCH, INDEX = "linear", "nonlinear", "branch", "index"
+
+FLOAT_CASTS = {"float", "warp.float16", "warp.float32", "warp.float64"}
+# Calls whose value is linear in each argument.
+LINEAR_CALLS = FLOAT_CASTS | {"warp.add", "warp.sub", "warp.neg", "warp.pos", "warp.vector", "warp.matrix",
+                              "warp.transpose", "warp.spatial_top", "warp.spatial_bottom", "warp.spatial_vector",
+                              "warp.transform", "warp.quaternion", "warp.matrix_from_cols", "warp.matrix_from_rows",
+                              "warp.vec", "warp.mat", "warp.copy", "warp.tile_load", "warp.untile", "warp.tile",
+                              "warp.transform_get_translation", *COMPOSITE_TYPES}
+# Calls linear in each argument when the others carry no gradient.
+BILINEAR_CALLS = {"warp.mul", "warp.dot", "warp.cross", "warp.cw_mul", "warp.outer", "warp.ddot",
+                  "warp.quat_rotate", "warp.quat_rotate_inv", "warp.transform_point", "warp.transform_vector"}
+# Calls whose arguments' values decide which argument is passed on: branches.
+SELECTIONS = {"warp.where", "warp.select"}
+# Calls with no adjoint that reads the arguments: assertions, printing.
+NO_ADJOINT = {"warp.expect_eq", "warp.expect_neq", "warp.expect_near", "warp.printf", "warp.print", "print",
+              "warp.tid", "len", "warp.len", "warp.address"}
+INTEGER_CALLS = INTEGER_CONSTRUCTORS | {"warp.tid", "len", "warp.len", "warp.hash_grid_point_id",
+                                       "warp.mesh_query_point", "warp.bvh_query_next", "warp.hash_grid_query_next",
+                                       "warp.lower_bound", "warp.argmin", "warp.argmax", "warp.isnan", "warp.isinf",
+                                       "warp.isfinite", "warp.rand_init", "warp.randi"}
+ACCUMULATING = {"warp.atomic_add", "warp.atomic_sub", "warp.tile_atomic_add"}
+STORING = {"warp.atomic_min", "warp.atomic_max", "warp.atomic_exch", "warp.tile_store", "warp.store"}
+ARRAY_METADATA = {"shape", "ndim", "size", "strides", "dtype", "ptr"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Use:
+    """One occurrence of a local (or, as ``@name``, an element read of an array) in an expression."""
+
+    name: str
+    position: str  # linear | nonlinear | branch | index
+    node: cst.CSTNode
+    statement: cst.CSTNode  # the small statement, or the `if`/`while` whose test holds it
+    sequence: int  # the statement's place in evaluation order
+    loops: tuple  # the Loop objects around it, outermost first
+    how: str = ""  # for messages: "multiplied by `w`", "divided by", "passed to `wp.sqrt`"
+    indexes: str | None = None  # an index of an element of this (differentiable) array
+    member: str | None = None  # the field or component read from it right there: `pos` of `p.pos`
+
+
+class Dataflow:
+    def __init__(self, function: FunctionModel, names: WarpNames, helpers: set[str] = frozenset()):
+        self.function = function
+        self.names = names
+        self.helpers = set(helpers)
+        self.params = {p.name: p for p in function.params}
+        self.shadowed = set(self.params)
+        self.arrays = {p.name for p in function.params if p.type.is_array or p.type.kind == "generic"}
+        self.views: dict[str, str] = {}
+        self.edges: dict[str, set[str]] = {}  # source name -> names its value flows into (SINK included)
+        self.uses: list[Use] = []
+        self.sequence: dict[int, int] = {}  # id(statement) -> its place in evaluation order
+        self._loops = {id(loop.node): loop for loop in function.loops}
+        self._stack: list = []
+        self._count = 0
+        self._active_names: set[str] | None = None
+        # Twice: which names are active decides whether a product is linear (`x * w` is when `w`
+        # carries no gradient), and which names are active is only known after a first pass.
+        self._scan(function.node.body)
+        self.active = self._closure()
+        self._active_names = self.active
+        self.edges, self.uses, self.sequence, self._count = {}, [], {}, 0
+        self.shadowed = set(self.params)
+        self._scan(function.node.body)
+
+    # -- building ---------------------------------------------------------------------------
+    def _scan(self, body) -> None:
+        for statement in getattr(body, "body", ()):
+            if isinstance(statement, cst.SimpleStatementLine):
+                for small in statement.body:
+                    self._small(small)
+            elif isinstance(statement, cst.BaseSmallStatement):
+                self._small(statement)
+            elif isinstance(statement, cst.If):
+                self._test(statement, statement.test)
+                self._scan(statement.body)
+                if statement.orelse is not None:
+                    if isinstance(statement.orelse, cst.If):
+                        self._scan(cst.IndentedBlock(body=[statement.orelse]))
+                    else:
+                        self._scan(statement.orelse.body)
+            elif isinstance(statement, (cst.For, cst.While)):
+                loop = self._loops.get(id(statement))
+                if isinstance(statement, cst.For):  # the iterable is read once, before the loop
+                    self._test(statement, statement.iter, INDEX)
+                    for node in _names_in(statement.target):
+                        self.shadowed.add(node)
+                if loop is not None:
+                    self._stack.append(loop)
+                if isinstance(statement, cst.While):  # the condition is read every pass
+                    self._test(statement, statement.test)
+                self._scan(statement.body)
+                if loop is not None:
+                    self._stack.pop()
+                if statement.orelse is not None:
+                    self._scan(statement.orelse.body)
+            elif isinstance(statement, (cst.With, cst.Try)):
+                self._scan(statement.body)
+
+    def _place(self, statement) -> int:
+        self._count += 1
+        self.sequence[id(statement)] = self._count
+        return self._count
+
+    def _test(self, statement, expression, position: str = BRANCH) -> None:
+        sequence = self._place(statement)
+        for use in self._walk(expression, position, "compared", statement, sequence):
+            self.uses.append(use)
+
+    def _small(self, small) -> None:
+        sequence = self._place(small)
+        if isinstance(small, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
+            value = small.value
+            if value is None:
+                return
+            found = list(self._walk(value, LINEAR, "", small, sequence))
+            self.uses.extend(found)
+            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            for target in targets:
+                receivers = self._receivers(target, value, small)
+                for receiver in receivers:
+                    for use in found:
+                        if use.position in (LINEAR, NONLINEAR):
+                            self.edges.setdefault(use.name, set()).add(receiver)
+                    if isinstance(small, cst.AugAssign) and receiver != SINK:
+                        self.edges.setdefault(receiver, set()).add(receiver)
+            if isinstance(small, cst.AugAssign) and not isinstance(small.operator, (cst.AddAssign, cst.SubtractAssign)):
+                # `s *= w`: the target's own value is used nonlinearly
+                for target in targets:
+                    name = _root(target)
+                    if name:
+                        self.uses.append(Use(name, NONLINEAR, target, small, sequence, tuple(self._stack),
+                                             f"updated with `{cst.Module([]).code_for_node(small.operator).strip()}`"))
+            for target in targets:
+                for use in self._walk_target_indices(target, small, sequence):
+                    self.uses.append(use)
+        elif isinstance(small, cst.Return) and small.value is not None:
+            for use in self._walk(small.value, LINEAR, "", small, sequence):
+                self.uses.append(use)
+                if use.position in (LINEAR, NONLINEAR):
+                    self.edges.setdefault(use.name, set()).add(SINK)
+        elif isinstance(small, cst.Expr):
+            found = list(self._walk(small.value, LINEAR, "", small, sequence))
+            self.uses.extend(found)
+            if isinstance(small.value, cst.Call) and self._writes_arrays(small.value):
+                for use in found:
+                    if use.position in (LINEAR, NONLINEAR):
+                        self.edges.setdefault(use.name, set()).add(SINK)
+
+    def _receivers(self, target, value, small) -> list[str]:
+        """Where an assignment's value goes: a local, a local's component, or an output (SINK)."""
+        if isinstance(target, cst.Name):
+            name = target.value
+            self.shadowed.add(name)
+            if isinstance(value, cst.Subscript) and self._array(value.value) and (
+                    any(isinstance(e.slice, cst.Slice) for e in value.slice) or
+                    len(value.slice) < self._ndim(self._array(value.value))):
+                self.views[name] = self._array(value.value)
+            return [name]
+        if isinstance(target, (cst.Tuple, cst.List)):
+            return [n for element in target.elements for n in self._receivers(element.value, value, small)]
+        root = _root(target)
+        if root is None:
+            return []
+        array = self._array(cst.Name(root)) if root in self.arrays or root in self.views else None
+        if array is not None:
+            return [SINK] if self._differentiable(array) else []
+        return [root]
+
+    def _walk_target_indices(self, target, statement, sequence) -> Iterator[Use]:
+        node = target
+        while isinstance(node, (cst.Subscript, cst.Attribute)):
+            if isinstance(node, cst.Subscript):
+                yield from self._indices(node, self._array(node.value), statement, sequence)
+            node = node.value
+
+    def _indices(self, node: cst.Subscript, array: str | None, statement, sequence) -> Iterator[Use]:
+        """The index expressions of an element access; tagged with the array when it carries gradient."""
+        tag = array if array is not None and self._differentiable(array) else None
+        how = f"used as an index of `{array}`" if array else "used as an index"
+        for element in node.slice:
+            slice_ = element.slice
+            parts = [slice_.value] if isinstance(slice_, cst.Index) else [
+                p for p in (getattr(slice_, "lower", None), getattr(slice_, "upper", None),
+                            getattr(slice_, "step", None)) if p is not None]
+            for part in parts:
+                for use in self._walk(part, INDEX, how, statement, sequence):
+                    yield dataclasses.replace(use, indexes=tag) if use.position == INDEX and tag else use
+
+    def _integer_helper(self, name: str | None) -> bool:
+        """`int(...)`, `bool(...)`, or a helper of this file annotated to return an integer."""
+        return name is not None and name not in self.shadowed and (
+            name in ("int", "bool") or name in self.function.integer_helpers)
+
+    def _writes_arrays(self, call: cst.Call) -> bool:
+        callee = self.qualify(call.func)
+        if callee in ACCUMULATING or callee in STORING:
+            first = call.args[0].value if call.args else None
+            array = self._array(first) if first is not None else None
+            return array is not None and self._differentiable(array)
+        name = dotted_name(call.func)
+        return callee is None and name in self.helpers
+
+    def qualify(self, node) -> str | None:
+        return self.names.qualify(node, self.shadowed)
+
+    def _array(self, node) -> str | None:
+        if isinstance(node, cst.Name):
+            if node.value in self.arrays:
+                return node.value
+            return self.views.get(node.value)
+        return None
+
+    def _ndim(self, array: str) -> int:
+        param = self.params.get(array)
+        return param.type.ndim if param is not None and param.type.is_array else 1
+
+    def _differentiable(self, array: str) -> bool:
+        param = self.params.get(array)
+        return param is None or param.type.kind == "generic" or param.type.differentiable
+
+    # -- positions --------------------------------------------------------------------------
+    def _walk(self, node, position: str, how: str, statement, sequence) -> Iterator[Use]:
+        """Every occurrence in ``node`` with its position: how the value reaches the result."""
+        loops = tuple(self._stack)
+        kind = type(node)
+        if kind is cst.Name:
+            if node.value not in ("True", "False", "None"):
+                yield Use(node.value, position, node, statement, sequence, loops, how)
+            return
+        if kind in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
+            return
+        if kind is cst.Subscript:
+            array = self._array(node.value)
+            if array is not None:
+                yield Use("@" + array, position, node, statement, sequence, loops, how)
+            else:
+                yield from self._walk(node.value, position, how, statement, sequence)
+            yield from self._indices(node, array, statement, sequence)
+            return
+        if kind is cst.Attribute:
+            if node.attr.value in ARRAY_METADATA:
+                yield from self._walk(node.value, INDEX, "", statement, sequence)
+                return
+            for use in self._walk(node.value, position, how, statement, sequence):
+                yield dataclasses.replace(use, member=node.attr.value) if use.node is node.value else use
+            return
+        if kind is cst.BinaryOperation:
+            yield from self._binary(node, position, how, statement, sequence)
+            return
+        if kind is cst.UnaryOperation:
+            inner = position if isinstance(node.operator, (cst.Minus, cst.Plus)) else BRANCH
+            yield from self._walk(node.expression, inner, how, statement, sequence)
+            return
+        if kind is cst.Comparison:
+            yield from self._walk(node.left, BRANCH, "compared", statement, sequence)
+            for target in node.comparisons:
+                yield from self._walk(target.comparator, BRANCH, "compared", statement, sequence)
+            return
+        if kind is cst.BooleanOperation:
+            yield from self._walk(node.left, BRANCH, "compared", statement, sequence)
+            yield from self._walk(node.right, BRANCH, "compared", statement, sequence)
+            return
+        if kind is cst.IfExp:
+            yield from self._walk(node.test, BRANCH, "compared", statement, sequence)
+            yield from self._walk(node.body, position, how, statement, sequence)
+            yield from self._walk(node.orelse, position, how, statement, sequence)
+            return
+        if kind is cst.Call:
+            yield from self._call(node, position, how, statement, sequence)
+            return
+        if kind in (cst.Lambda, cst.ListComp, cst.SetComp, cst.DictComp, cst.GeneratorExp):
+            return
+        for child in children(node):
+            yield from self._walk(child, position, how, statement, sequence)
+
+    def _binary(self, node: cst.BinaryOperation, position, how, statement, sequence) -> Iterator[Use]:
+        operator = node.operator
+        if isinstance(operator, (cst.Add, cst.Subtract)):
+            yield from self._walk(node.left, position, how, statement, sequence)
+            yield from self._walk(node.right, position, how, statement, sequence)
+        elif isinstance(operator, (cst.Multiply, cst.MatrixMultiply)):
+            for this, other in ((node.left, node.right), (node.right, node.left)):
+                if self.free(other):
+                    yield from self._walk(this, position, how, statement, sequence)
+                else:
+                    yield from self._walk(this, _nonlinear(position), f"multiplied by `{_code(other)}`", statement,
+                                          sequence)
+        elif isinstance(operator, cst.Divide):
+            if self.free(node.right):
+                yield from self._walk(node.left, position, how, statement, sequence)
+            else:
+                yield from self._walk(node.left, _nonlinear(position), f"divided by `{_code(node.right)}`",
+                                      statement, sequence)
+            yield from self._walk(node.right, _nonlinear(position), "a divisor", statement, sequence)
+        elif isinstance(operator, (cst.BitAnd, cst.BitOr, cst.BitXor, cst.LeftShift, cst.RightShift,
+                                   cst.FloorDivide)):
+            yield from self._walk(node.left, INDEX, "", statement, sequence)
+            yield from self._walk(node.right, INDEX, "", statement, sequence)
+        else:  # **, %
+            yield from self._walk(node.left, _nonlinear(position), "raised to a power", statement, sequence)
+            yield from self._walk(node.right, _nonlinear(position), "an exponent", statement, sequence)
+
+    def _call(self, node: cst.Call, position, how, statement, sequence) -> Iterator[Use]:
+        callee = self.qualify(node.func)
+        name = callee or dotted_name(node.func)
+        arguments = [a.value for a in node.args]
+        if callee in NO_ADJOINT or callee in INTEGER_CALLS or self._integer_helper(name):
+            for argument in arguments:
+                yield from self._walk(argument, INDEX, "", statement, sequence)
+            return
+        if callee in ACCUMULATING or callee in STORING:
+            target = self._array(arguments[0]) if arguments else None
+            tag = target if target is not None and self._differentiable(target) else None
+            for index, argument in enumerate(arguments):
+                if index == 0 and target is not None:
+                    continue  # the array written, not read
+                if index == len(arguments) - 1:
+                    inner = _nonlinear(position) if callee in STORING else position
+                    yield from self._walk(argument, inner, how, statement, sequence)
+                    continue
+                for use in self._walk(argument, INDEX, f"used as an index of `{target}`", statement, sequence):
+                    yield dataclasses.replace(use, indexes=tag) if use.position == INDEX and tag else use
+            return
+        if callee in SELECTIONS and arguments:
+            yield from self._walk(arguments[0], BRANCH, "compared", statement, sequence)
+            for argument in arguments[1:]:
+                yield from self._walk(argument, position, how, statement, sequence)
+            return
+        if name in LINEAR_CALLS or callee in LINEAR_CALLS:
+            for argument in arguments:
+                yield from self._walk(argument, position, how, statement, sequence)
+            return
+        if callee in BILINEAR_CALLS:
+            for index, argument in enumerate(arguments):
+                others = arguments[:index] + arguments[index + 1:]
+                if all(self.free(other) for other in others):
+                    yield from self._walk(argument, position, how, statement, sequence)
+                else:
+                    yield from self._walk(argument, _nonlinear(position), f"passed to `{_short(name)}` with"
+                                          " another active argument", statement, sequence)
+            return
+        for argument in arguments:  # nonlinear builtins, helpers, anything else: the value is needed
+            yield from self._walk(argument, _nonlinear(position), f"passed to `{_short(name) if name else 'a call'}`",
+                                  statement, sequence)
+
+    # -- activity ---------------------------------------------------------------------------
+    def free(self, node) -> bool:
+        """Whether the expression carries no gradient: no active local or array element flows
+        into its value (computed before the closure, from the sources: a conservative guess)."""
+        active = self._active_names if self._active_names is not None else self._sources_and_locals()
+        stack = [node]
+        while stack:
+            current = stack.pop()
+            kind = type(current)
+            if kind is cst.Name:
+                if current.value in active:
+                    return False
+                continue
+            if kind is cst.Subscript:
+                array = self._array(current.value)
+                if array is not None and self._differentiable(array):
+                    return False
+                stack.append(current.value)
+                continue  # indices carry no gradient
+            if kind is cst.Attribute:
+                if current.attr.value not in ARRAY_METADATA:
+                    stack.append(current.value)
+                continue
+            if kind is cst.Call:
+                callee = self.qualify(current.func)
+                if callee in INTEGER_CALLS or callee in NO_ADJOINT or self._integer_helper(
+                        callee or dotted_name(current.func)):
+                    continue
+                stack.extend(a.value for a in current.args)
+                continue
+            if kind is cst.Comparison or kind is cst.BooleanOperation:
+                continue
+            stack.extend(children(current))
+        return True
+
+    def _sources_and_locals(self) -> set[str]:
+        """Before the closure is known: every local and func argument may be active."""
+        return {n for n in self.shadowed if n not in self.params or self._source_param(n)} | {
+            "@" + a for a in self.arrays}
+
+    def _source_param(self, name: str) -> bool:
+        param = self.params.get(name)
+        if param is None or param.type.is_array:
+            return False
+        if self.function.kind == "kernel":
+            return False  # a kernel's scalar arguments: their adjoints are never returned
+        return param.type.kind in ("scalar", "composite", "struct", "generic", "unknown") and \
+            param.type.differentiable
+
+    def _closure(self) -> set[str]:
+        """Names (and ``@array`` reads) whose value depends on a differentiable input."""
+        sources = ["@" + a for a in self.arrays if self._differentiable(a)]
+        sources += [p for p in self.params if self._source_param(p)]
+        found = set(sources)
+        pending = list(sources)
+        while pending:
+            name = pending.pop()
+            for target in self.edges.get(name, ()):
+                if target not in found:
+                    found.add(target)
+                    pending.append(target)
+        return found
+
+    @functools.cached_property
+    def useful(self) -> set[str]:
+        """Names whose value reaches a differentiable output."""
+        backward: dict[str, set[str]] = {}
+        for source, targets in self.edges.items():
+            for target in targets:
+                backward.setdefault(target, set()).add(source)
+        found = {SINK}
+        pending = [SINK]
+        while pending:
+            name = pending.pop()
+            for source in backward.get(name, ()):
+                if source not in found:
+                    found.add(source)
+                    pending.append(source)
+        return found
+
+    def carries_gradient(self, name: str) -> bool:
+        return name in self.active and name in self.useful
+
+    def origin(self, name: str) -> str | None:
+        """An input whose gradient ``name`` carries, for messages: an array or a func argument."""
+        sources = {"@" + a for a in self.arrays} | {p for p in self.params if self._source_param(p)}
+        for source in sorted(sources):
+            seen, pending = {source}, [source]
+            while pending:
+                current = pending.pop()
+                if current == name:
+                    return source.lstrip("@")
+                for target in self.edges.get(current, ()):
+                    if target not in seen:
+                        seen.add(target)
+                        pending.append(target)
+        return None
+
+    def linear_derivatives(self, names: set[str]) -> set[str]:
+        """``names`` and every local computed from them by linear operations only."""
+        found = set(names)
+        changed = True
+        while changed:
+            changed = False
+            for use in self.uses:
+                if use.name in found and use.position == LINEAR and isinstance(use.statement, (
+                        cst.Assign, cst.AnnAssign, cst.AugAssign)):
+                    targets = [t.target for t in use.statement.targets] if isinstance(use.statement, cst.Assign) \
+                        else [use.statement.target]
+                    for target in targets:
+                        root = _root(target)
+                        if root and root not in found and root not in self.arrays and root not in self.views:
+                            found.add(root)
+                            changed = True
+        return found
+
+    def needing_uses(self, names: set[str], branches: bool = True) -> Iterator[Use]:
+        """Uses of ``names`` whose adjoint reads the value: nonlinear ones, and (with ``branches``)
+        comparisons that decide a branch."""
+        wanted = {NONLINEAR, BRANCH} if branches else {NONLINEAR}
+        for use in self.uses:
+            if use.name in names and use.position in wanted:
+                yield use
+
+
+    def needing_use_of_reads(self, array: str, read_nodes: set[int], component: str | None = None) -> Use | None:
+        """The first use whose adjoint needs the value those element reads of ``array`` returned: the
+        read used nonlinearly or in a comparison, or a local computed linearly from it used so. With
+        ``component`` (a store into one field, `a[i].vel = ...`), uses of other named fields do not
+        count: that memory is not overwritten."""
+        def overwritten(use: Use) -> bool:
+            return component is None or use.member is None or not component.isidentifier() or \
+                use.member == component
+
+        direct = [u for u in self.uses if u.name == "@" + array and id(u.node) in read_nodes]
+        use = next((u for u in direct if u.position in (NONLINEAR, BRANCH) and overwritten(u)), None)
+        if use is not None:
+            return use
+        bound = set()
+        for use in direct:
+            statement = use.statement
+            if use.position == LINEAR and isinstance(statement, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
+                    statement.target]
+                bound |= {t.value for t in targets if isinstance(t, cst.Name)}
+        if not bound:
+            return None
+        return next((u for u in self.needing_uses(self.linear_derivatives(bound))
+                     if u.name not in bound or overwritten(u)), None)
+
+    def carried(self, name: str, loop: Loop) -> bool:
+        """Whether ``name``'s value flows from one pass of ``loop`` into the next: some path through
+        a pass reads it before the pass assigns it (a definite-assignment walk of the body: both arms
+        of an `if` must assign it; a nested loop may not run). A local each pass assigns before
+        reading it is a fresh temporary (measured right on Warp 1.19: `k = x[j]; out[j] = k * k`,
+        and `C` assigned in both arms of an `if` before `acc += C * C`, in `range(n)` loops)."""
+        node = loop.node
+        if isinstance(node, cst.For) and name in _bound_names(node.target):
+            return False
+        if isinstance(node, cst.While) and name in self._reads.get(id(node), ()):
+            return True
+        return _ExposedRead(name, self._reads).block(node.body, False)[1]
+
+    @functools.cached_property
+    def _reads(self) -> dict[int, set[str]]:
+        """id(statement) -> the locals it reads (an `if`/`while`'s test, a `for`'s iterable)."""
+        reads: dict[int, set[str]] = {}
+        for use in self.uses:
+            reads.setdefault(id(use.statement), set()).add(use.name)
+        return reads
+
+    def needing_uses_in(self, names: set[str], loop: Loop) -> Iterator[Use]:
+        """The uses inside ``loop`` of ``names`` (or of locals computed linearly from them) whose
+        adjoint needs the value: a nonlinear one, a comparison deciding a branch (measured wrong on
+        Warp 1.19: a running maximum `if x[j] > best: best = x[j]` in a `range(n)` loop sends the
+        gradient to the last element), or an index into an array that carries gradient (the replayed
+        access would touch another element: measured wrong for `s += x[j]; j += 1` in a `while`
+        loop)."""
+        derived = self.linear_derivatives(names)
+        for use in self.uses:
+            if loop in use.loops and (
+                    (use.name in derived and use.position in (NONLINEAR, BRANCH)) or
+                    (use.name in names and use.indexes is not None)):
+                yield use
+
+
+def dataflow_of(function: FunctionModel, names: WarpNames) -> Dataflow:
+    """The function's dataflow, computed once per function model. Helpers it calls that write or
+    accumulate into arrays make their other arguments flow into an output."""
+    cached = getattr(function, "_dataflow", None)
+    if cached is None:
+        writing = {a.via for a in function.accesses if a.via and a.kind in ("write", "accumulate")}
+        cached = Dataflow(function, names, writing)
+        function._dataflow = cached
+    return cached
+
+
+def _nonlinear(position: str) -> str:
+    return NONLINEAR if position in (LINEAR, NONLINEAR) else position
+
+
+def _root(target) -> str | None:
+    node = target
+    while isinstance(node, (cst.Subscript, cst.Attribute)):
+        node = node.value
+    return node.value if isinstance(node, cst.Name) else None
+
+
+def _names_in(target) -> Iterator[str]:
+    stack = [target]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, cst.Name):
+            yield node.value
+        else:
+            stack.extend(children(node))
+
+
+def _bound_names(target) -> set[str]:
+    """The locals an assignment target binds: `a` and `b` of `a, (b, c[i]) = ...`, not `c`."""
+    if isinstance(target, cst.Name):
+        return {target.value}
+    if isinstance(target, (cst.Tuple, cst.List)):
+        return {n for element in target.elements for n in _bound_names(element.value)}
+    return set()
+
+
+def _code(node) -> str:
+    return cst.Module([]).code_for_node(node).strip()
+
+
+def _short(name: str | None) -> str:
+    return (name or "").replace("warp.", "wp.")
+
+
+class _ExposedRead:
+    """Walks a loop body once, tracking whether ``name`` is definitely assigned on every path so far;
+    finds a read reached on some path before any assignment (an upward-exposed use)."""
+
+    def __init__(self, name: str, reads: dict[int, set[str]]):
+        self.name = name
+        self.reads = reads
+
+    def block(self, block, defined: bool) -> tuple[bool, bool, bool]:
+        """(defined after, a read exposed, falls through to the next statement)."""
+        for statement in getattr(block, "body", ()):
+            defined, exposed, falls = self.statement(statement, defined)
+            if exposed or not falls:
+                return defined, exposed, falls
+        return defined, False, True
+
+    def statement(self, statement, defined: bool) -> tuple[bool, bool, bool]:
+        if isinstance(statement, cst.SimpleStatementLine):
+            for small in statement.body:
+                if not defined and self._reads_name(small):
+                    return defined, True, True
+                defined = defined or self._assigns(small)
+                if isinstance(small, (cst.Break, cst.Continue, cst.Return, cst.Raise)):
+                    return defined, False, False
+            return defined, False, True
+        if not defined and self.name in self.reads.get(id(statement), ()):
+            return defined, True, True
+        if isinstance(statement, cst.If):
+            after_body, exposed, body_falls = self.block(statement.body, defined)
+            if exposed:
+                return defined, True, True
+            orelse = statement.orelse
+            if orelse is None:
+                after_else, else_falls = defined, True
+            else:
+                inner = cst.IndentedBlock(body=[orelse]) if isinstance(orelse, cst.If) else orelse.body
+                after_else, exposed, else_falls = self.block(inner, defined)
+                if exposed:
+                    return defined, True, True
+            if not body_falls and not else_falls:
+                return defined, False, False
+            return (after_body or not body_falls) and (after_else or not else_falls), False, True
+        if isinstance(statement, (cst.For, cst.While)):
+            inner_defined = defined or (isinstance(statement, cst.For) and self.name in _bound_names(statement.target))
+            _, exposed, _ = self.block(statement.body, inner_defined)
+            if exposed:
+                return defined, True, True
+            if statement.orelse is not None:
+                _, exposed, _ = self.block(statement.orelse.body, defined)
+            return defined, exposed, True
+        if isinstance(statement, (cst.With, cst.Try)):
+            return self.block(statement.body, defined)
+        return defined, False, True
+
+    def _reads_name(self, small) -> bool:
+        if self.name in self.reads.get(id(small), ()):
+            return True
+        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
+            [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
+        for target in targets:
+            if isinstance(small, cst.AugAssign) and _root(target) == self.name:
+                return True  # `s += x` reads `s`
+            if isinstance(target, (cst.Subscript, cst.Attribute)) and _root(target) == self.name:
+                return True  # `v[0] = x` keeps the other components
+        return False
+
+    def _assigns(self, small) -> bool:
+        if isinstance(small, cst.Assign):
+            return any(self.name in _bound_names(t.target) for t in small.targets)
+        if isinstance(small, (cst.AnnAssign, cst.AugAssign)):
+            return isinstance(small.target, cst.Name) and small.target.value == self.name
+        return False
