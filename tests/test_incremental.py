@@ -71,6 +71,23 @@ GENERATED = textwrap.dedent('''\
         x[i] = x[i] * x[i]
 
 
+    @wp.func
+    def count_above(count: int, value: float) -> int:
+        if value > 0.5:
+            return count + 1
+        return count
+
+
+    @wp.kernel
+    def strain(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+        c = float(0.0)
+        count = int(0)
+        for term in range(n):
+            c = x[term] * x[term]
+            out[term] = c * c + float(count) * x[term]
+            count = count_above(count, x[term])
+
+
     class Sim:
         @wp.kernel
         def inner(a: wp.array(dtype=float)):
@@ -101,6 +118,7 @@ SNIPPETS = [
     "import warp as wp2\n",
     "def helper(x, y):\n    tape = wp.Tape()\n    with tape:\n        wp.launch(scale, dim=4, inputs=[x, y])\n",
     "x = 3.141592653589793  # a long number\n",
+    "@wp.func\ndef count_above(count: int, value: float):\n    return count\n",  # an overload not returning int
 ]
 
 
@@ -217,6 +235,27 @@ def test_a_helper_edit_analyses_its_callers_again(project: Path):
     assert _summary(analysis.findings) == _summary(analyse_source(_source(path, edited), SETTINGS).findings)
 
 
+def test_a_helper_no_longer_returning_an_integer_analyses_its_callers_again(project: Path):
+    """Which helpers return integers is a fact of the whole file (`FunctionModel.integer_helpers`):
+    `strain`'s counter carries no gradient while `count_above` is annotated `-> int`; an edit of
+    that annotation, another top-level statement, changes `strain`'s findings."""
+    path = project / "generated.py"
+    memory = AnalysisMemory()
+    first = analyse_source(_source(path, GENERATED), SETTINGS, memory=memory)
+    assert not [f for f in first.findings if f.code == "WL104"]
+    for edited in (GENERATED.replace(") -> int:", "):"),
+                   GENERATED.replace(") -> int:", ") -> float:"),
+                   GENERATED.replace("class Sim:", "@wp.func\ndef count_above(count: float, value: float):\n"
+                                                   "    return count\n\n\nclass Sim:"),
+                   GENERATED):
+        analysis = analyse_source(_source(path, edited), SETTINGS, memory=memory)
+        reference = analyse_source(_source(path, edited), SETTINGS)
+        assert _summary(analysis.findings) == _summary(reference.findings)
+        assert analysis.facts == reference.facts
+        assert bool([f for f in analysis.findings if f.code == "WL104"]) == (edited != GENERATED)
+    assert memory.units.whole == 0
+
+
 def test_the_model_is_kept_for_an_edit_that_leaves_summary_and_facts_alone(project: Path):
     path = project / "generated.py"
     path.write_text(GENERATED, encoding="utf-8")
@@ -319,6 +358,48 @@ PROJECT_FILES = {
                 wp.launch(square, dim=1, inputs=[self.x])
                 wp.launch(fill, dim=1, inputs=[self.x])
         """),
+    # A kernel following a helper of another file (`Workspace.imported_helper`): an edit of the
+    # helper's file changes the kernel's findings.
+    "funcs.py": textwrap.dedent("""\
+        import warp as wp
+
+
+        @wp.func
+        def store(a: wp.array(dtype=float), i: int, v: float):
+            wp.atomic_add(a, i, v)
+
+
+        @wp.func
+        def put(a: wp.array(dtype=float), i: int, v: float):
+            a[i] = v
+        """),
+    "through.py": textwrap.dedent("""\
+        import warp as wp
+
+        from funcs import put, store
+
+
+        @wp.kernel
+        def through_helper(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+            i = wp.tid()
+            b[i] = a[i] * a[i]
+            store(a, i, 1.0)
+
+
+        @wp.kernel
+        def through_put(a: wp.array(dtype=float), b: wp.array(dtype=float)):
+            i = wp.tid()
+            b[i] = a[i] * a[i]
+            put(a, i, 1.0)
+
+
+        def train(a, b):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(through_helper, dim=1, inputs=[a, b])
+                wp.launch(through_put, dim=1, inputs=[a, b])
+            tape.backward()
+        """),
     **{path.name: path.read_text(encoding="utf-8") for path in REAL_FILES[2:5]},
 }
 
@@ -347,8 +428,37 @@ def test_edits_of_one_file_lint_the_project_as_the_command_line(tmp_path_factory
         reference, errors, _ = lint_project(paths, lambda _: SETTINGS)
         assert errors == []
         for path, expected in zip(paths, reference):
-            found = session.results([session.analysis_of(str(path))], lambda _: SETTINGS)[0].findings
+            found = session.result_of(str(path), SETTINGS).findings
             assert found == expected.findings, (name, kind, where, pick, path.name)
+
+
+def test_a_helper_edited_in_another_file_changes_its_callers_results(tmp_path):
+    """The session's result of `through.py` follows `funcs.py`'s buffer: `store` accumulating is
+    fine, storing after the kernel's read is WL102; a file only read (not linted) follows it too."""
+    from warp_lint.runner import lint_project
+
+    (tmp_path / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
+    texts = {name: PROJECT_FILES[name] for name in ("funcs.py", "through.py")}
+    paths = {name: tmp_path / name for name in texts}
+    for name, text in texts.items():
+        paths[name].write_text(text, encoding="utf-8")
+    session = Workspace.for_files([paths["through.py"]])
+    session.lint_source(_source(paths["funcs.py"], texts["funcs.py"]), SETTINGS)
+    session.lint_source(_source(paths["through.py"], texts["through.py"]), SETTINGS)
+
+    def wl102() -> list[int]:
+        return [f.start.line for f in session.result_of(str(paths["through.py"]), SETTINGS).findings
+                if f.code == "WL102"]
+
+    assert len(wl102()) == 1  # through_put
+    storing = texts["funcs.py"].replace("wp.atomic_add(a, i, v)", "a[i] = v")
+    session.lint_source(_source(paths["funcs.py"], storing), SETTINGS)
+    assert len(wl102()) == 2
+    paths["funcs.py"].write_text(storing, encoding="utf-8")
+    reference, _, _ = lint_project(list(paths.values()), lambda _: SETTINGS)
+    assert session.result_of(str(paths["through.py"]), SETTINGS).findings == reference[1].findings
+    session.lint_source(_source(paths["funcs.py"], texts["funcs.py"]), SETTINGS)
+    assert len(wl102()) == 1
 
 
 def test_a_function_that_starts_recording_is_followed_by_the_recordings_that_call_it(tmp_path):

@@ -137,8 +137,8 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
             done = memory.units.analyse(source, triaged, summary, settings.target_version,
                                         file_rules(settings.rule_codes), lookup)
         if done is not None:
-            analysis.findings, analysis.facts, found = done
-            analysis.dependencies = {h.path: h.digest for h in found}
+            analysis.findings, analysis.facts = done
+            analysis.dependencies = dict(lookup.read) if lookup is not None else {}
             return analysis
     try:
         module = cst.parse_module(triaged.synthetic)
@@ -159,7 +159,7 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
             analysis.findings = context.findings()
             analysis.facts = context.kernel_facts(summary)
             if lookup is not None:
-                analysis.dependencies = {h.path: h.digest for h in lookup.found.values()}
+                analysis.dependencies = dict(lookup.read)
     except RecursionError:
         analysis.findings = [input_error(path, "E999", "expression nested too deeply to analyse")]
     except Exception as error:  # a bug in warp-lint: name the file, keep the traceback

@@ -189,10 +189,11 @@ class KernelUnits:
 
     def analyse(self, source: SourceFile, triaged: Triage, summary: FileSummary, target_version: str,
                 rule_codes: tuple[str, ...], lookup: Callable[[str], Any] | None = None
-                ) -> tuple[list[Finding], dict[str, KernelFacts], list] | None:
-        """The file's kernel findings and facts, as a whole-file analysis gives them, and the
-        imported helpers they followed; None when the file must be analysed whole. ``lookup``
-        finds the ``@wp.func`` helpers of other files (see ``build_kernel_index``)."""
+                ) -> tuple[list[Finding], dict[str, KernelFacts]] | None:
+        """The file's kernel findings and facts, as a whole-file analysis gives them; None when the
+        file must be analysed whole. ``lookup`` finds the ``@wp.func`` helpers of other files (see
+        ``build_kernel_index``); every code a reused result looked up is asked again, so what the
+        lookup notes is what a whole-file analysis would have."""
         try:
             return self._analyse(source, triaged, summary, target_version, rule_codes, lookup)
         except Exception:  # noqa: BLE001 - Unsupported, a parse error, a bug: the whole-file analysis
@@ -201,7 +202,7 @@ class KernelUnits:
 
     def _analyse(self, source: SourceFile, triaged: Triage, summary: FileSummary, target_version: str,
                  rule_codes: tuple[str, ...], lookup: Callable[[str], Any] | None
-                 ) -> tuple[list[Finding], dict[str, KernelFacts], list]:
+                 ) -> tuple[list[Finding], dict[str, KernelFacts]]:
         text = source.text
         if triaged.line_map is None or _OPEN in text or _CLOSE in text:
             raise Unsupported("a whole-file parse, or a file holding the characters a line mark prints as")
@@ -252,7 +253,7 @@ class KernelUnits:
                     facts[key] = unit_facts
         # The whole-file analysis reports rule by rule, each rule in file order.
         findings = [finding for code in rule_codes for finding in findings_by_code.get(code, ())]
-        return findings, facts, asked.found()
+        return findings, facts
 
     def _run(self, source: SourceFile, triaged: Triage, summary: FileSummary, lines: list[str], parts: list[Part],
              missing: list[int], keys: dict[int, tuple[bytes, list[int]]], target_version: str,
@@ -354,9 +355,6 @@ class _Lookups:
     def read_by(self, words: frozenset[str], claimed: set[str]) -> tuple[tuple[str, tuple | None], ...]:
         return tuple((code, fingerprint) for code, (_, fingerprint) in self.asked.items()
                      if code not in claimed or _identifiers([code.split(".", 1)[0]]) <= words)
-
-    def found(self) -> list:
-        return [helper for helper, _ in self.asked.values() if helper is not None]
 
 
 def _fingerprint(helper) -> tuple | None:

@@ -192,12 +192,9 @@ class Projects:
         return result, changed
 
     def results(self, path: str, settings: FileSettings) -> FileResult | None:
-        """A linted buffer's result again, from the current model (another file changed it)."""
-        workspace = self.workspace_of(path)
-        analysis = workspace.analysis_of(path)
-        if analysis is None:
-            return None
-        return workspace.results([analysis], lambda _: settings)[0]
+        """A linted buffer's result again, from the current model (another file changed it; its
+        kernels are analysed again where they follow a helper of the changed file)."""
+        return self.workspace_of(path).result_of(path, settings)
 
     def fixed_text(self, path: str, text: str, settings: FileSettings) -> str | None:
         """What ``warp-lint check --fix`` would make of the buffer (safe fixes, until none is left)."""

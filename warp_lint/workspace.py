@@ -51,6 +51,9 @@ class Workspace:
         self._analyses: dict[str, FileAnalysis] = {}
         self._helpers_in_progress: set[str] = set()
         self._read_only: dict[tuple[str, bool], FileAnalysis] = {}  # (path, with kernels) -> its analysis
+        # Linted files whose kernels followed a helper of a file that changed since: analysed
+        # again before their next result (``result_of``).
+        self._stale: set[str] = set()
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
         # Kept warm across lints of new text (an editor's buffers, a fix's re-lint): what earlier
         # analyses left, and the host findings of the current model.
@@ -96,6 +99,11 @@ class Workspace:
 
     def add(self, analysis: FileAnalysis) -> None:
         """A linted file's analysis: its summary and kernel facts replace what the disk says."""
+        read = self._read_only.get((analysis.path, True)) or self._read_only.get((analysis.path, False))
+        if read is not None and read.summary is not None and (
+                analysis.summary is None or analysis.summary.digest != read.summary.digest):
+            self._dependents_changed(analysis.path)  # a buffer that is not what the disk holds
+        self._stale.discard(analysis.path)
         self._analyses[analysis.path] = analysis
         self.eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
@@ -111,18 +119,21 @@ class Workspace:
         a comment, a blank inside a line. Otherwise it is built again from the summaries.
         """
         previous = self._analyses.get(analysis.path)
+        self._stale.discard(analysis.path)
         if previous is not None and _same_model_input(previous, analysis):
             self._analyses[analysis.path] = analysis
             self.index.by_path[analysis.path].summary = analysis.summary  # same content: caches hold
             return False
+        # The file's facts may have changed: what followed its helpers is stale.
+        dependents = self._dependents_changed(analysis.path) if previous is not None else set()
         if previous is not None and previous.summary is not None and analysis.summary is not None and \
                 _interface(previous.summary) == _interface(analysis.summary):
             # Only the file's code changed, not the names it defines: the recordings that never
-            # read the file are kept.
+            # read the file (or a file whose kernels follow its helpers) are kept.
             self._analyses[analysis.path] = analysis
             self.index.set_summary(analysis.path, analysis.summary)
             self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, previous=self.model,
-                                      changed=(analysis.path,))
+                                      changed=(analysis.path, *sorted(dependents)))
             self._before_unparsable = None
             return True
         # Typing goes through text that does not parse (`x = ` before `x = y`), which takes the
@@ -146,6 +157,10 @@ class Workspace:
         if self._analyses.pop(path, None) is None:
             return
         self._before_unparsable = None
+        self._stale.discard(path)
+        for kernels in (False, True):
+            self._read_only.pop((path, kernels), None)  # read before the buffer was: maybe not what is saved
+        self._dependents_changed(path)
         info = self.index.by_path.get(path)
         if info is not None:
             info.loaded = False
@@ -169,6 +184,25 @@ class Workspace:
             return analysis.summary
         return self._analysis_of(path, kernels=False).summary
 
+    def _dependents_changed(self, path: str) -> set[str]:
+        """The file ``path`` changed: the analyses whose kernels followed its helpers (and, in turn,
+        those that followed theirs) are out of date. Files only read are read again when asked;
+        linted files are analysed again before their next result (``result_of``). Returns them."""
+        stale: set[str] = set()
+        pending = [path]
+        while pending:
+            current = pending.pop()
+            found = [other for (other, kernels), analysis in self._read_only.items()
+                     if kernels and current in analysis.dependencies]
+            for other in found:
+                del self._read_only[(other, True)]
+            linted = [other for other, analysis in self._analyses.items() if current in analysis.dependencies]
+            self._stale.update(linted)
+            for other in {*found, *linted} - stale - {path}:
+                stale.add(other)
+                pending.append(other)
+        return stale
+
     def _facts_of(self, path: str) -> dict[str, KernelFacts]:
         analysis = self._analyses.get(path)
         if analysis is not None:
@@ -180,9 +214,16 @@ class Workspace:
         calls them: the kernel model follows them as its own."""
         return HelperLookup(self, path, summary)
 
-    def imported_helper(self, path: str, summary: FileSummary, code: str) -> ImportedHelper | None:
+    def imported_helper(self, path: str, summary: FileSummary, code: str,
+                        read: dict[str, str] | None = None) -> ImportedHelper | None:
+        """The helper ``code`` names in ``path``; ``read`` notes the files whose facts were read
+        (a helper with no effects there now may have some after an edit)."""
         if code.split(".", 1)[0] in summary.warp_aliases or path in self._helpers_in_progress:
             return None
+        info = self.index.by_path.get(path)
+        if info is not None and getattr(self.index.summary(info), "digest", None) != summary.digest:
+            # New text of the file (an editor's buffer): its own imports say what `code` is.
+            self.index.set_summary(path, summary)
         symbol = self.index.resolve(path, MODULE_SCOPE, code)
         if symbol is None or symbol.kind != "warp" or symbol.path == path:
             return None
@@ -191,9 +232,11 @@ class Workspace:
             facts = self._facts_of(symbol.path).get(symbol.qualname)
         finally:
             self._helpers_in_progress.discard(path)
+        defining = self._summary_of(symbol.path)
+        if read is not None:
+            read[symbol.path] = defining.digest if defining is not None else ""
         if facts is None or facts.kind != "func" or not facts.effects:
             return None
-        defining = self._summary_of(symbol.path)
         return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
                               defining.digest if defining is not None else "")
 
@@ -217,7 +260,7 @@ class Workspace:
         key = self.cache.blob_key(kind, source.raw) if self.cache is not None else None
         if key is not None:
             cached = self.cache.get_blob(key)
-            if isinstance(cached, FileAnalysis):
+            if isinstance(cached, FileAnalysis) and self._dependencies_unchanged(cached):
                 return cached
         try:
             analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels,
@@ -229,6 +272,15 @@ class Workspace:
             self.cache.put_blob(key, analysis)
         return analysis
 
+    def _dependencies_unchanged(self, analysis: FileAnalysis) -> bool:
+        """Whether the files whose helpers an analysis followed read as they did (in this project:
+        an editor's buffer, else the disk)."""
+        for path, digest in analysis.dependencies.items():
+            summary = self._summary_of(path) if path in self.index.by_path else None
+            if summary is None or summary.digest != digest:
+                return False
+        return True
+
     def lint_source(self, source: SourceFile, settings: FileSettings) -> FileResult:
         """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer."""
         return self.lint_text(source, settings)[0]
@@ -237,13 +289,27 @@ class Workspace:
         """``lint_source``, with the file's analysis and whether the project model changed (the
         other files' results may have). Only the changed top-level statements are analysed again
         (``memory``), and the model is updated from the new text (see ``update``)."""
-        analysis = self.analyse(source, settings)
+        if "warp" not in source.text:  # the command line's cheap check: nothing of its own to report
+            analysis = analyse_source(source, settings, kernels=False, memory=self.memory)
+            analysis.findings = []
+        else:
+            analysis = self.analyse(source, settings)
         changed = self.update(analysis)  # text that does not parse has no summary: the model has none for it
         return self.results([analysis], lambda _: settings)[0], analysis, changed
 
     def analysis_of(self, path: str) -> FileAnalysis | None:
         """The analysis of a linted file's current text (what ``update`` or ``results`` last took)."""
         return self._analyses.get(path)
+
+    def result_of(self, path: str, settings: FileSettings) -> FileResult | None:
+        """A linted file's result again, from the current model (another file changed it); its
+        kernels analysed again first where a helper of another file they follow changed."""
+        analysis = self._analyses.get(path)
+        if analysis is None:
+            return None
+        if path in self._stale and analysis.source is not None:
+            return self.lint_text(analysis.source, settings)[0]
+        return self.results([analysis], lambda _: settings)[0]
 
     # -- finishing ------------------------------------------------------------------------
     def host_findings(self, codes: set[str]) -> list[Finding]:
@@ -394,9 +460,10 @@ class HelperLookup:
         self._path = path
         self._summary = summary
         self.found: dict[str, ImportedHelper] = {}
+        self.read: dict[str, str] = {}  # the files whose facts it read -> their digests: dependencies
 
     def __call__(self, code: str) -> ImportedHelper | None:
-        helper = self._workspace.imported_helper(self._path, self._summary, code)
+        helper = self._workspace.imported_helper(self._path, self._summary, code, self.read)
         if helper is not None:
             self.found[code] = helper
         return helper
