@@ -41,7 +41,7 @@ from warp_lint.kernel_facts import KernelFacts
 from warp_lint.names import import_skeleton
 from warp_lint.project.summary import WARP_DECORATOR_KINDS, FileSummary, StatementMemo
 from warp_lint.registry import all_rules
-from warp_lint.source import SourceFile, split_lines
+from warp_lint.source import SourceFile, common_ends, split_lines
 from warp_lint.triage import Triage, synthesize
 
 # A line mark is MARK_BASE + part * PART_SPAN + (line within the part, from 1).
@@ -145,14 +145,9 @@ def _reparse(last: tuple[list[str], ast.Module, list[int]], lines: list[str]) ->
     if len(old_lines) != len(lines):
         return None  # lines moved: the nodes after the edit would need new line numbers
     count = len(lines)
-    prefix = 0
-    while prefix < count and old_lines[prefix] == lines[prefix]:
-        prefix += 1
+    prefix, suffix = common_ends(old_lines, lines)
     if prefix == count:
         return old_tree
-    suffix = 0
-    while suffix < count - prefix and old_lines[count - 1 - suffix] == lines[count - 1 - suffix]:
-        suffix += 1
     first_changed, last_changed = prefix + 1, count - suffix
     before = bisect.bisect_right(firsts, first_changed) - 1  # the statement holding or before the change
     start_index = max(before, 0)

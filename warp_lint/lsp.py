@@ -66,7 +66,7 @@ from warp_lint.options import Options
 from warp_lint.project.layout import find_root
 from warp_lint.registry import EXTRA_CODES, all_rules
 from warp_lint.runner import tune_garbage_collection
-from warp_lint.source import SourceFile, split_lines
+from warp_lint.source import SourceFile, common_ends, split_lines
 from warp_lint.workspace import Workspace
 
 logger = logging.getLogger("warp_lint.lsp")
@@ -325,13 +325,7 @@ def moved_diagnostics(linted: Linted, text: str, version: int | None) -> list[ty
         return linted.diagnostics
     old = split_lines(linted.text)
     new = split_lines(text)
-    prefix = 0
-    limit = min(len(old), len(new))
-    while prefix < limit and old[prefix] == new[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and old[-1 - suffix] == new[-1 - suffix]:
-        suffix += 1
+    prefix, suffix = common_ends(old, new)
     first_moved, shift = len(old) - suffix, len(new) - len(old)
 
     def moved(value: dict) -> dict | None:  # a range in LSP's JSON form; None when it was edited
@@ -797,13 +791,7 @@ def parse_confirm_arguments(arguments: list[Any]) -> tuple[str, int, str | None]
 
 def minimal_edit(before: str, after: str, text_map: TextMap) -> types.TextEdit:
     """One edit turning ``before`` into ``after`` that spans only what changed (keeps the cursor)."""
-    prefix = 0
-    limit = min(len(before), len(after))
-    while prefix < limit and before[prefix] == after[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
-        suffix += 1
+    prefix, suffix = common_ends(before, after)
     if prefix and before[prefix - 1] == "\r":  # never split a \r\n
         prefix -= 1
     if suffix and len(before) - suffix > 0 and before[len(before) - suffix - 1] == "\r" and \
