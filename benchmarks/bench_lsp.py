@@ -35,6 +35,7 @@ from __future__ import annotations
 import argparse
 import ast
 import asyncio
+import gc
 import os
 import shutil
 import statistics
@@ -261,12 +262,15 @@ async def bench_server(path: Path, root: Path, text: str, changes: list[tuple[st
 
 
 def bench_in_process(path: Path, text: str, changes: list[tuple[str, str]]) -> tuple[list[float], int, int]:
-    from warp_lint.options import Options
     from warp_lint.lsp import _default_arguments
+    from warp_lint.options import Options
+    from warp_lint.runner import tune_garbage_collection
     from warp_lint.source import SourceFile
     from warp_lint.workspace import Workspace
 
     settings = Options(_default_arguments(), None).settings_for(path)
+    thresholds = gc.get_threshold()
+    tune_garbage_collection()  # as the server does
     workspace = Workspace.for_files([path])
 
     def lint(new: str) -> None:
@@ -280,6 +284,7 @@ def bench_in_process(path: Path, text: str, changes: list[tuple[str, str]]) -> t
         start = time.perf_counter()
         lint(changed)
         samples.append(time.perf_counter() - start)
+    gc.set_threshold(*thresholds)
     return samples, workspace.memory.units.analysed - before[0], workspace.memory.units.reused - before[1]
 
 

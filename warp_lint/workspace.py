@@ -107,7 +107,7 @@ class Workspace:
         self._analyses[analysis.path] = analysis
         self.eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
-        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, entries_from=self.model)
         if self._before_unparsable is not None and self._before_unparsable[0].path != analysis.path:
             self._before_unparsable = None  # another file changed since: that model is out of date
 
@@ -165,7 +165,7 @@ class Workspace:
         if info is not None:
             info.loaded = False
             self.index.set_summary(path, self._summary_of(path))
-        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, entries_from=self.model)
 
     # -- loading --------------------------------------------------------------------------
     def _eager_infos(self) -> Iterator[ModuleInfo]:

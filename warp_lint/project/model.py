@@ -150,11 +150,14 @@ class _ReadingIndex:
 class ProjectModel:
     def __init__(self, index: ProjectIndex, facts: Callable[[str], dict[str, KernelFacts]],
                  warp_files: Callable[[], Iterator[ModuleInfo]] | None = None,
-                 previous: ProjectModel | None = None, changed: Iterable[str] = ()):
+                 previous: ProjectModel | None = None, changed: Iterable[str] = (),
+                 entries_from: ProjectModel | None = None):
         """``previous``: the model before the summaries and kernel facts of the files ``changed``
         changed, none of the names they define (what other files import or resolve through them,
         see ``Workspace``): its recordings that read none of those files are taken as they are,
-        and so are the other files' facts and entry-point candidates."""
+        and so are the other files' facts and entry-point candidates. ``entries_from``: a model
+        of other summaries of some files, whose entry-point candidates are read again only from the
+        files whose summaries changed (every call is resolved again)."""
         self.index = index
         self._facts = facts
         self._warp_files = warp_files or index.infos
@@ -177,10 +180,16 @@ class ProjectModel:
             changed = self._changed
             self._facts_by_path = {path: facts for path, facts in previous._facts_by_path.items()
                                    if path not in changed}
-            self._file_entries = {path: entries for path, entries in previous._file_entries.items()
-                                  if path not in changed and not entries.reads & changed}
+            # A file's functions and calls are its own summary's; only the callees resolved through
+            # a changed file are resolved again.
+            self._file_entries = {path: entries if not entries.reads & changed else dataclasses.replace(
+                entries, callees={}, reads=set()) for path, entries in previous._file_entries.items()
+                if path not in changed}
             self._file_sites = {path: sites for path, sites in previous._file_sites.items()
                                 if path not in changed and not sites.reads & changed}
+        elif entries_from is not None:
+            self._file_entries = {path: dataclasses.replace(entries, callees={}, reads=set())
+                                  for path, entries in entries_from._file_entries.items()}
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[set[str]]:
@@ -671,7 +680,8 @@ _LAUNCH_WORDS = frozenset({"launch", "launch_tiled"})
 
 
 def _may_reach_a_tape(words: frozenset[str]) -> bool:
-    return bool(words & _TAPE_WORDS) or any("tape" in word.lower() for word in words)
+    # One string: no word holds a space, so "tape" is found only inside a word.
+    return bool(words & _TAPE_WORDS) or "tape" in " ".join(words).lower()
 
 
 def _class_name(function: FunctionSummary) -> str | None:
