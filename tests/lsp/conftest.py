@@ -44,8 +44,6 @@ async def pull_client(lsp_client: LanguageClient, workspace: Path):
     await lsp_client.shutdown_session()
 
 
-
-
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
 async def pull_only_client(lsp_client: LanguageClient, workspace: Path):
     """A client that pulls diagnostics but cannot be asked to pull again (Neovim up to 0.12)."""
