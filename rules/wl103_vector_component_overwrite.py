@@ -120,6 +120,18 @@ class VectorComponentOverwrite(Rule):
                         result[slot] = 0.0
                 out[i] = result
             """),
+        # The component overwritten was a literal: no gradient to cut (measured right on 1.19).
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def torque(f: wp.array(dtype=float), spatial: int, out: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                tau = wp.vec3(f[3 * i], f[3 * i + 1], 0.0)
+                if spatial == 1:
+                    tau[2] = f[3 * i + 2]
+                out[i] = tau
+            """),
     ]
     INVALID = [
         Example("""
@@ -270,9 +282,22 @@ def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | No
         return "is assigned inside a loop on a value defined before it"
     if binding is None:
         return None if write.name not in {p.name for p in function.params} else "overwrites a parameter's component"
-    if not _constant_constructor(context, binding.value):
+    if not _constant_constructor(context, binding.value) and not _constant_component(context, binding.value, write):
         return "overwrites a component of a value that carries a gradient"
     return None
+
+
+COMPONENT_INDEX = {"x": 0, "y": 1, "z": 2, "w": 3}
+
+
+def _constant_component(context: FileContext, value, write: ComponentWrite) -> bool:
+    """The overwritten component was built from a literal: `tau = wp.vec3(f[a], f[a + 1], 0.0)`, then
+    `tau[2] = f[a + 2]` cuts no gradient, whatever the other components carry."""
+    if not isinstance(value, cst.Call) or len(value.args) < 2 or any(a.keyword or a.star for a in value.args):
+        return False
+    component = write.component
+    index = COMPONENT_INDEX.get(component) if not component.isdigit() else int(component)
+    return index is not None and index < len(value.args) and _is_constant(context, value.args[index].value)
 
 
 def _overwrites_itself(function: FunctionModel, write: ComponentWrite, loop: Loop) -> bool:

@@ -14,7 +14,10 @@ class DynamicLoopMutation(Rule):
     (`range(n)` with `n` a kernel argument or an array's shape), a literal range exceeds the unroll
     limit (`max_unroll`, 16 by default; `wp.config.max_unroll` and the module option of that name
     are honoured), its body has a `break` (or a `continue`, before Warp 1.17), and every `while`.
-    `range(wp.static(...))` unrolls. Inside a dynamic loop this rule flags the reassignment of a
+    `range(wp.static(...))` unrolls, and so does a range bounded by module constants or by a local
+    the kernel assigns an integer literal once at its top (`num_terms = 2`: measured on 1.19, a
+    product carried through `range(0, n)` is right with `n = 3` assigned so, wrong with `n` an
+    argument). Inside a dynamic loop this rule flags the reassignment of a
     local defined before the loop whose value flows from one pass into the next (it is read in the
     loop before the pass assigns it) when the loop's adjoint needs that value:
 
@@ -27,7 +30,9 @@ class DynamicLoopMutation(Rule):
     Linear carries (`s += e`, `s = 0.5 * s + x[i]`), locals every path through a pass assigns
     before reading them (`k = x[j]; out[j] = k * k`; `C` set in both arms of an `if`, then used),
     and values that carry no gradient (built from constants, counts returned by an integer helper,
-    never reaching an output) are fine.
+    never reaching an output) are fine. Only uses of the previous pass's value count: a use after
+    the pass has assigned the local reads this pass's value (`acc += p; p = x[i] * k; acc += p * p`
+    is right, measured on 1.19).
 
     ## Why is this bad?
     Warp generates a dynamic loop's adjoint without replaying each pass's forward values: the
@@ -58,6 +63,19 @@ class DynamicLoopMutation(Rule):
     runtime_strategy = ("gradcheck",)
 
     VALID = [
+        # A local assigned an integer literal once is a constant to Warp: this loop is unrolled.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def two_terms(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                num_terms = 2
+                s = float(1.0)
+                for term in range(0, num_terms):
+                    s = s * x[i]
+                out[i] = s
+            """),
         Example("""
             import warp as wp
 
@@ -126,6 +144,35 @@ class DynamicLoopMutation(Rule):
                     if x[term] > 0.5:
                         v = x[term] * 3.0
                         out[term] += v * v
+            """),
+        # Only `acc += p` reads the previous pass's `p`, linearly; `p * p` squares this pass's value
+        # (measured right on 1.19).
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def refine(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                i = wp.tid()
+                p = x[i]
+                acc = float(0.0)
+                for k in range(n):
+                    acc += p
+                    p = x[i] * float(k + 1)
+                    acc += p * p
+                out[i] = acc
+            """),
+        # `j` indexes `a`, but `a` is only compared: no gradient flows through what it picks.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def first_above(a: wp.array(dtype=float), tol: float, n: int, level: wp.array(dtype=int)):
+                i = wp.tid()
+                j = int(0)
+                while j < n:
+                    if wp.abs(a[j]) > tol:
+                        level[i] = j
+                    j += 1
             """),
     ]
     INVALID = [

@@ -15,7 +15,10 @@ class UnrecordedLaunch(Rule):
     `wp.set_module_options({"enable_backward": False})` or `wp.config.enable_backward = False`,
     when what it writes reaches the loss: the loss passed to that tape's `backward()` depends on
     it through the recorded launches (when the scope has no such `backward`, when a later recorded
-    launch in the region reads it). `record_tape=False` is reported on the launch; a disabled
+    launch in the region reads it). Only reads that pass a gradient back count: a kernel that uses
+    what it read only in comparisons or indices (a broad phase reading bounding boxes, contact
+    matching), or writes no float array, carries no gradient to it, so an integer output (counts,
+    pairs, match indices) does not reach the loss. `record_tape=False` is reported on the launch; a disabled
     backward on the decorator, `set_module_options` or `wp.config` line that disables it (once per
     line), naming the launch.
 
@@ -63,6 +66,28 @@ class UnrecordedLaunch(Rule):
                     wp.launch(square, 3, inputs=[y], outputs=[loss])
                     wp.launch(render, 3, inputs=[y], outputs=[image])
                     wp.launch(square, 3, inputs=[x], outputs=[image], record_tape=False)
+                tape.backward(loss)
+            """),
+        # The bounds only decide which pairs are close: no gradient flows back into them.
+        Example("""
+            import warp as wp
+
+            @wp.kernel(enable_backward=False)
+            def bounds(x: wp.array(dtype=float), lower: wp.array(dtype=float)):
+                i = wp.tid()
+                lower[i] = x[i] - 0.1
+
+            @wp.kernel
+            def pair_energy(x: wp.array(dtype=float), lower: wp.array(dtype=float), loss: wp.array(dtype=float)):
+                i = wp.tid()
+                if lower[i] < 1.0:
+                    wp.atomic_add(loss, 0, x[i] * x[i])
+
+            def run(x, lower, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(bounds, 3, inputs=[x], outputs=[lower])
+                    wp.launch(pair_energy, 3, inputs=[x, lower], outputs=[loss])
                 tape.backward(loss)
             """),
     ]
@@ -138,12 +163,15 @@ class UnrecordedLaunch(Rule):
         later = [e for e in scope.events if e.launch is not None and e.launch.recorded and e.order > launch_event.order
                  and e.region is not None and (e.region is region or (region.key and e.region.key == region.key))
                  and (backward is None or e.order < backward.order)]
+        def differentiable_reads(event: HostEvent) -> set[str]:
+            return {r.key for r in event.launch.reads(convention=True) if event.launch.passes_gradient(r)}
+
         if backward is None or not backward_seeds(backward):
-            return any(written & {r.key for r in e.launch.reads(convention=True)} for e in later)
+            return any(written & differentiable_reads(e) for e in later)
         needed = {seed.key for seed in backward_seeds(backward)}
         for event in reversed(later):  # walk back from the loss: what does it depend on?
             if needed & {w.key for w in event.launch.writes(convention=True)}:
-                needed |= {r.key for r in event.launch.reads(convention=True)}
+                needed |= differentiable_reads(event)
         return bool(written & needed)
 
     def _report(self, context: ProjectContext, event: HostEvent, reported: set) -> None:

@@ -14,7 +14,9 @@ class MissingRequiresGrad(Rule):
     Flags an allocation in the function (`wp.zeros`, `wp.empty`, `wp.full`, `wp.ones`,
     `wp.array(...)`, `wp.from_numpy`) without `requires_grad=True` (and not switched on later
     with `arr.requires_grad = True`) when the array is written by one recorded launch and read by a
-    later one (and the writer reads an array that may carry gradient), when its `.grad` is read, or
+    later one whose kernel passes a gradient back into it (not one that only compares it or indexes
+    with it, nor one writing only integers), and the writer reads an array that may carry gradient
+    into what it writes; when its `.grad` is read, or
     when it is the loss passed to `tape.backward`. Integer arrays are never flagged.
     `zeros_like`, `empty_like`, `full_like`, `ones_like` and `clone` inherit the flag from their
     source and are not flagged. Also flags `arr.requires_grad = True` set after `arr` was stored in
@@ -100,6 +102,28 @@ class MissingRequiresGrad(Rule):
                 state = State()
                 state.x = x
                 return state
+            """),
+        # `score` only decides which contacts are kept: no gradient flows back into it.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def distances(x: wp.array(dtype=float), score: wp.array(dtype=float)):
+                i = wp.tid()
+                score[i] = x[i] * x[i]
+
+            @wp.kernel
+            def keep_close(score: wp.array(dtype=float), x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                if score[i] < 1.0:
+                    y[i] = x[i]
+
+            def run(x, y, n):
+                score = wp.empty(n, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(distances, n, inputs=[x], outputs=[score])
+                    wp.launch(keep_close, n, inputs=[score, x], outputs=[y])
             """),
     ]
     INVALID = [
@@ -194,14 +218,15 @@ class MissingRequiresGrad(Rule):
             launch = event.launch
             if launch is None or not launch.recorded:
                 continue
-            if writer is not None and any(r.key == key for r in launch.reads()) and \
+            if writer is not None and any(r.key == key and launch.passes_gradient(r) for r in launch.reads()) and \
                     (event.region is writer.region or event.region.key == writer.region.key):
                 return (f"kernel `{writer.launch.kernel_code}` writes it and kernel `{launch.kernel_code}` reads it"
                         f" on the tape: without a `.grad` the chain is cut there, and everything upstream gets"
                         f" zero gradient, without a warning")
             written = [w for w in launch.writes() if w.key == key]
             if written and not any(_integer(launch.param_dtype(w)) for w in written) and any(
-                    r.key not in no_grad for r in launch.reads() if not _integer(launch.param_dtype(r))):
+                    r.key not in no_grad for r in launch.reads()
+                    if not _integer(launch.param_dtype(r)) and launch.passes_gradient(r)):
                 writer = event
         return None
 

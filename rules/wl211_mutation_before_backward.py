@@ -23,7 +23,9 @@ class MutationBeforeBackward(Rule):
     not as they were when the kernel was recorded. A statement that overwrites an input between
     the block and `backward()` makes every adjoint that reads it use the new values: the
     gradients are wrong, without an error. Warp's overwrite tracking does not see host-side
-    writes (`zero_`, `fill_`, `assign` reset or skip the read mark).
+    writes (`zero_`, `fill_`, `assign` reset or skip the read mark). A kernel that uses what it
+    read only linearly (`z[i] = 3.0 * y[i]`) never reads it again backward, so overwriting it is
+    not reported (as for WL201).
 
     ## Fix safety
     No automatic fix: call `backward()` before the write, or write into another array.
@@ -54,6 +56,28 @@ class MutationBeforeBackward(Rule):
                 tape.backward(loss)
                 x.assign(x0)
                 x.grad.zero_()
+            """),
+        # `backup` copies what it read: its adjoint never needs `q` again.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def backup(q: wp.array(dtype=float), saved: wp.array(dtype=float)):
+                i = wp.tid()
+                saved[i] = q[i]
+
+            @wp.kernel
+            def total_square(q: wp.array(dtype=float), loss: wp.array(dtype=float)):
+                i = wp.tid()
+                wp.atomic_add(loss, 0, q[i] * q[i])
+
+            def run(q, saved, loss, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(backup, n, inputs=[q], outputs=[saved])
+                    wp.launch(total_square, n, inputs=[saved], outputs=[loss])
+                q.zero_()
+                tape.backward(loss)
             """),
     ]
     INVALID = [
@@ -134,7 +158,8 @@ class MutationBeforeBackward(Rule):
         for event in scope.events_in(region):
             if event.launch is not None and event.launch.recorded:
                 for ref in event.launch.reads(convention=True):
-                    read.setdefault(ref.key, (event, ref))
+                    if event.launch.needs_value(ref):
+                        read.setdefault(ref.key, (event, ref))
         for event in scope.events_between(region.end_order + 1, backward.order - 1):
             if event.region is not None or event.location in reported:
                 continue

@@ -137,7 +137,7 @@ class FileContext:
             seen[function.name] = number + 1
             keys = defined.get(function.name, [])
             if number < len(keys):
-                facts[keys[number]] = kernel_facts(function, self.kernels)
+                facts[keys[number]] = kernel_facts(function, self.kernels, self.names)
         return facts
 
     @functools.cached_property

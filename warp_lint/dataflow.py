@@ -499,26 +499,31 @@ class Dataflow:
                             changed = True
         return found
 
-    def needing_uses(self, names: set[str], branches: bool = True) -> Iterator[Use]:
-        """Uses of ``names`` whose adjoint reads the value: nonlinear ones, and (with ``branches``)
-        comparisons that decide a branch."""
+    def needing_uses(self, names: set[str], branches: bool = True, indices: bool = False) -> Iterator[Use]:
+        """Uses of ``names`` whose adjoint reads the value: nonlinear ones, (with ``branches``)
+        comparisons that decide a branch, and (with ``indices``) indices, whose replayed value picks
+        the element the adjoint touches."""
         wanted = {NONLINEAR, BRANCH} if branches else {NONLINEAR}
+        if indices:
+            wanted.add(INDEX)
         for use in self.uses:
             if use.name in names and use.position in wanted:
                 yield use
 
 
-    def needing_use_of_reads(self, array: str, read_nodes: set[int], component: str | None = None) -> Use | None:
+    def needing_use_of_reads(self, array: str, read_nodes: set[int], component: str | None = None,
+                             indices: bool = False) -> Use | None:
         """The first use whose adjoint needs the value those element reads of ``array`` returned: the
-        read used nonlinearly or in a comparison, or a local computed linearly from it used so. With
-        ``component`` (a store into one field, `a[i].vel = ...`), uses of other named fields do not
-        count: that memory is not overwritten."""
+        read used nonlinearly or in a comparison (with ``indices``, as an index too), or a local
+        computed linearly from it used so. With ``component`` (a store into one field, `a[i].vel =
+        ...`), uses of other named fields do not count: that memory is not overwritten."""
         def overwritten(use: Use) -> bool:
             return component is None or use.member is None or not component.isidentifier() or \
                 use.member == component
 
+        wanted = (NONLINEAR, BRANCH, INDEX) if indices else (NONLINEAR, BRANCH)
         direct = [u for u in self.uses if u.name == "@" + array and id(u.node) in read_nodes]
-        use = next((u for u in direct if u.position in (NONLINEAR, BRANCH) and overwritten(u)), None)
+        use = next((u for u in direct if u.position in wanted and overwritten(u)), None)
         if use is not None:
             return use
         bound = set()
@@ -530,7 +535,7 @@ class Dataflow:
                 bound |= {t.value for t in targets if isinstance(t, cst.Name)}
         if not bound:
             return None
-        return next((u for u in self.needing_uses(self.linear_derivatives(bound))
+        return next((u for u in self.needing_uses(self.linear_derivatives(bound), indices=indices)
                      if u.name not in bound or overwritten(u)), None)
 
     def carried(self, name: str, loop: Loop) -> bool:
@@ -539,12 +544,18 @@ class Dataflow:
         of an `if` must assign it; a nested loop may not run). A local each pass assigns before
         reading it is a fresh temporary (measured right on Warp 1.19: `k = x[j]; out[j] = k * k`,
         and `C` assigned in both arms of an `if` before `acc += C * C`, in `range(n)` loops)."""
+        return bool(self._exposed(name, loop))
+
+    def _exposed(self, name: str, loop: Loop) -> set[int]:
+        """id() of the statements of ``loop`` that read ``name``'s value from the previous pass."""
         node = loop.node
         if isinstance(node, cst.For) and name in _bound_names(node.target):
-            return False
+            return set()
+        walk = _ExposedRead(name, self._reads)
         if isinstance(node, cst.While) and name in self._reads.get(id(node), ()):
-            return True
-        return _ExposedRead(name, self._reads).block(node.body, False)[1]
+            walk.found.append(id(node))
+        walk.block(node.body, False)
+        return set(walk.found)
 
     @functools.cached_property
     def _reads(self) -> dict[int, set[str]]:
@@ -558,14 +569,24 @@ class Dataflow:
         """The uses inside ``loop`` of ``names`` (or of locals computed linearly from them) whose
         adjoint needs the value: a nonlinear one, a comparison deciding a branch (measured wrong on
         Warp 1.19: a running maximum `if x[j] > best: best = x[j]` in a `range(n)` loop sends the
-        gradient to the last element), or an index into an array that carries gradient (the replayed
-        access would touch another element: measured wrong for `s += x[j]; j += 1` in a `while`
-        loop)."""
-        derived = self.linear_derivatives(names)
+        gradient to the last element), or an index into an array whose values reach an output (the
+        replayed access would touch another element: measured wrong for `s += x[j]; j += 1` in a
+        `while` loop; an array only compared passes no gradient)."""
+        exposed = set().union(*(self._exposed(name, loop) for name in names))
+        carried = [u for u in self.uses if u.name in names and id(u.statement) in exposed and loop in u.loops]
+        bound = set()
+        for use in carried:
+            statement = use.statement
+            if use.position == LINEAR and isinstance(statement, (cst.Assign, cst.AnnAssign)):
+                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
+                    statement.target]
+                bound |= {t.value for t in targets if isinstance(t, cst.Name)} - names
+        derived = self.linear_derivatives(bound) if bound else set()
+        for use in carried:
+            if use.position in (NONLINEAR, BRANCH) or (use.indexes is not None and "@" + use.indexes in self.useful):
+                yield use
         for use in self.uses:
-            if loop in use.loops and (
-                    (use.name in derived and use.position in (NONLINEAR, BRANCH)) or
-                    (use.name in names and use.indexes is not None)):
+            if loop in use.loops and use.name in derived and use.position in (NONLINEAR, BRANCH):
                 yield use
 
 
@@ -620,57 +641,53 @@ def _short(name: str | None) -> str:
 
 class _ExposedRead:
     """Walks a loop body once, tracking whether ``name`` is definitely assigned on every path so far;
-    finds a read reached on some path before any assignment (an upward-exposed use)."""
+    collects the statements that read it on some path before any assignment (upward-exposed uses:
+    the value from the previous pass)."""
 
     def __init__(self, name: str, reads: dict[int, set[str]]):
         self.name = name
         self.reads = reads
+        self.found: list[int] = []  # id() of the statements with an exposed read
 
-    def block(self, block, defined: bool) -> tuple[bool, bool, bool]:
-        """(defined after, a read exposed, falls through to the next statement)."""
+    def block(self, block, defined: bool) -> tuple[bool, bool]:
+        """(defined after, falls through to the next statement)."""
         for statement in getattr(block, "body", ()):
-            defined, exposed, falls = self.statement(statement, defined)
-            if exposed or not falls:
-                return defined, exposed, falls
-        return defined, False, True
+            defined, falls = self.statement(statement, defined)
+            if not falls:
+                return defined, falls
+        return defined, True
 
-    def statement(self, statement, defined: bool) -> tuple[bool, bool, bool]:
+    def statement(self, statement, defined: bool) -> tuple[bool, bool]:
         if isinstance(statement, cst.SimpleStatementLine):
             for small in statement.body:
                 if not defined and self._reads_name(small):
-                    return defined, True, True
+                    self.found.append(id(small))
                 defined = defined or self._assigns(small)
                 if isinstance(small, (cst.Break, cst.Continue, cst.Return, cst.Raise)):
-                    return defined, False, False
-            return defined, False, True
+                    return defined, False
+            return defined, True
         if not defined and self.name in self.reads.get(id(statement), ()):
-            return defined, True, True
+            self.found.append(id(statement))
         if isinstance(statement, cst.If):
-            after_body, exposed, body_falls = self.block(statement.body, defined)
-            if exposed:
-                return defined, True, True
+            after_body, body_falls = self.block(statement.body, defined)
             orelse = statement.orelse
             if orelse is None:
                 after_else, else_falls = defined, True
             else:
                 inner = cst.IndentedBlock(body=[orelse]) if isinstance(orelse, cst.If) else orelse.body
-                after_else, exposed, else_falls = self.block(inner, defined)
-                if exposed:
-                    return defined, True, True
+                after_else, else_falls = self.block(inner, defined)
             if not body_falls and not else_falls:
-                return defined, False, False
-            return (after_body or not body_falls) and (after_else or not else_falls), False, True
+                return defined, False
+            return (after_body or not body_falls) and (after_else or not else_falls), True
         if isinstance(statement, (cst.For, cst.While)):
             inner_defined = defined or (isinstance(statement, cst.For) and self.name in _bound_names(statement.target))
-            _, exposed, _ = self.block(statement.body, inner_defined)
-            if exposed:
-                return defined, True, True
+            self.block(statement.body, inner_defined)
             if statement.orelse is not None:
-                _, exposed, _ = self.block(statement.orelse.body, defined)
-            return defined, exposed, True
+                self.block(statement.orelse.body, defined)
+            return defined, True
         if isinstance(statement, (cst.With, cst.Try)):
             return self.block(statement.body, defined)
-        return defined, False, True
+        return defined, True
 
     def _reads_name(self, small) -> bool:
         if self.name in self.reads.get(id(small), ()):

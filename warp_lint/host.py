@@ -264,6 +264,24 @@ class Launch:
         return [r for r in self.refs if "read" in effects.get(r.param, ())] + [
             r for r in self.struct_refs if "read" in structs.get(r.param, ())]
 
+    def needs_value(self, ref: ArrayRef) -> bool:
+        """Whether ``backward()``, replaying this launch, reads the values of ``ref`` again: True
+        unless the kernel's model shows every read of that parameter linear, so that overwriting
+        the array in between changes no gradient."""
+        kernel = self.kernel
+        return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
+            ref.param in kernel.value_reads
+
+    def passes_gradient(self, ref: ArrayRef) -> bool:
+        """Whether ``backward()`` of this launch passes a gradient back into ``ref``: True unless the
+        kernel's model shows its values reach no differentiable output (read only in comparisons
+        and indices, or the kernel writes no float array)."""
+        kernel = self.kernel
+        if kernel is not None and ref in self.struct_refs:
+            return ref.param not in kernel.integer_fields
+        return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
+            ref.param in kernel.gradient_reads
+
     def writes(self, convention: bool = False) -> list[ArrayRef]:
         """The array arguments the kernel writes or accumulates into (``convention``: `outputs=`)."""
         if self.kernel is None:

@@ -164,6 +164,18 @@ SCENARIOS = [
          TapeCall("tape", "backward", "{loss}"), RETURN),
     ),
     Scenario(
+        "WL201-reader", "WL201",
+        "`y` is overwritten after `total_square` read it, and `total_square`'s adjoint needs `y` (it squares it)",
+        "the kernel that read `y` only sums it (`total`): its adjoint never needs the overwritten values",
+        {"simulate": Block(("x", "y", "loss"), (
+            launch("square", ["{x}"], ["{y}"]),
+            Choice((launch("total_square", ["{y}"], ["{loss}"]),), (launch("total", ["{y}"], ["{loss}"]),)),
+            Expect(launch("scale", ["{x}", "2.0"], ["{y}"])),
+        ))},
+        STATE + (NewTape("tape"), Record("tape", (Call("simulate", ("{x}", "{y}", "{loss}")),)),
+                 TapeCall("tape", "backward", "{loss}"), RETURN),
+    ),
+    Scenario(
         "WL202-cross", "WL202",
         "the simulation is recorded on `tape`, the loss on `loss_tape`, and only `loss_tape.backward()` runs",
         "`tape.backward()` follows `loss_tape.backward()` and carries the gradient on",

@@ -260,8 +260,21 @@ class Recorder:
 
     # -- operations -----------------------------------------------------------------------
     def _run(self, frame: Frame) -> None:
+        # The `if` whose arm is not followed: it never runs (`if False:`), or, while a tape records,
+        # runs only without gradients.
+        skipping = None
         for op in frame.function.ops:
             kind = op.__class__
+            if skipping is not None:
+                if (kind is ArmOp or kind is EndIfOp) and op.id == skipping:
+                    skipping = None
+                else:
+                    continue
+            if kind is ArmOp and (op.dead or op.gradients is False and self.region_stack):
+                skipping = op.id
+                if op.arm == 0:
+                    self.branch_stack.append((self._uid(frame, "if", op.id), 0))
+                continue
             if kind is CallOp:
                 frame.calls[op.index] = op
                 frame.results[op.index] = self.visit_call(frame, op)
@@ -309,9 +322,20 @@ class Recorder:
         pulls = self.pulls_of(frame, op.value)
         # Every value is read before any target is bound: a, b = b, a
         evaluated = [(code, value, self.evaluate(frame, value)) for code, value in op.pairs]
-        for code, value, result in evaluated:
+        counters = [self._counter_spans(frame, value) for _, value, _ in evaluated]
+        for (code, value, result), spans in zip(evaluated, counters):
             element_pulls = self.pulls_of(frame, value) if len(op.pairs) > 1 and value is not None else pulls
             self.bind_event(frame, op, code, value, result, element_pulls)
+            for span in spans:  # `t = step * substeps + i`: `states[t]` is picked anew each pass too
+                span.targets |= {code}
+                span.target_keys |= {frame.names.get(code, code)}
+
+    def _counter_spans(self, frame: Frame, value: Value | None) -> list[LoopSpan]:
+        """The open loops whose counter ``value`` is computed from (a call's result is not)."""
+        if value is None or value.call is not None or not self.loop_stack:
+            return []
+        keys = {frame.names.get(name, name) for name in value.names}
+        return [span for span in map(self.loop_spans.get, self.loop_stack) if span.target_keys & keys]
 
     def bind_event(self, frame: Frame, op: AssignOp, code: str, value: Value | None, result: Result,
                    pulls: frozenset[str]) -> None:

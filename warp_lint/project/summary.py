@@ -155,10 +155,14 @@ class EndLoopOp:
 
 @dataclasses.dataclass
 class ArmOp:
-    """Entering arm ``arm`` of ``if`` number ``id`` (0 the body, 1 the ``else``/``elif`` part)."""
+    """Entering arm ``arm`` of ``if`` number ``id`` (0 the body, 1 the ``else``/``elif`` part).
+    ``gradients``: True when the arm runs only where gradients are required (`if x.requires_grad:`),
+    False when only where they are not (its `else`, `if not requires_grad:`), None otherwise."""
 
     id: int
     arm: int
+    gradients: bool | None = None
+    dead: bool = False  # never runs: the body of `if False:`, the `else` of `if True:`
 
 
 @dataclasses.dataclass
@@ -402,6 +406,26 @@ def _small(node: ast.AST, limit: int = 64) -> bool:
 def _first_line(node: ast.AST) -> int:
     decorators = getattr(node, "decorator_list", None)
     return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
+
+
+def _gradient_test(test: ast.AST) -> tuple[bool | None, bool]:
+    """Whether an `if` test holds only where gradients are required (True), only where they are
+    not (False), or says nothing of it (None); and whether it says nothing else (so its `else`
+    holds exactly where it does not). `state.requires_grad`, a local `requires_grad`, `not ...`,
+    and `and` with one such operand are read."""
+    if isinstance(test, ast.Constant) and isinstance(test.value, (bool, int)):
+        return None, True
+    if isinstance(test, ast.Attribute) and test.attr == "requires_grad" or \
+            isinstance(test, ast.Name) and test.id == "requires_grad":
+        return True, True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner, exact = _gradient_test(test.operand)
+        return (None if inner is None else not inner), exact
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        known = [value for value in (_gradient_test(v)[0] for v in test.values) if value is not None]
+        if known and all(value == known[0] for value in known):
+            return known[0], False
+    return None, False
 
 
 def _single_pass(body: list[ast.stmt]) -> bool:
@@ -871,10 +895,13 @@ class _OpScanner:
             self.expression(statement.test, "other")
             self.blocks += 1
             number = self.blocks
-            self.ops.append(ArmOp(number, 0))
+            gradients, exact = _gradient_test(statement.test)
+            constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
+            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant))
             self.visit_block(statement.body)
             if statement.orelse:
-                self.ops.append(ArmOp(number, 1))
+                self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None,
+                                      dead=constant is not None and bool(constant)))
                 self.visit_block(statement.orelse)
             self.ops.append(EndIfOp(number))
         elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):

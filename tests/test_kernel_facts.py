@@ -1,0 +1,102 @@
+"""`KernelFacts.value_reads`: the array parameters whose read values a kernel's adjoint needs again
+when `backward()` replays it. Host rules (WL201, WL211) report an overwrite of an array only
+where the earlier reader's kernel needs its values (measured: tests/shapes `WL201-reader`)."""
+
+from __future__ import annotations
+
+import textwrap
+
+import libcst as cst
+import pytest
+
+from warp_lint.kernel_facts import kernel_facts
+from warp_lint.kernels import build_kernel_index
+from warp_lint.module_options import build_module_options
+from warp_lint.names import WarpNames
+from warp_lint.triage import triage
+
+HELPERS = '''
+@wp.func
+def twice(v: float):
+    return 2.0 * v
+'''
+
+
+def value_reads(body: str, params: str = "y: wp.array(dtype=float), idx: wp.array(dtype=int), "
+                                          "s: float, z: wp.array(dtype=float)") -> set[str]:
+    source = f"import warp as wp\n{HELPERS}\n@wp.kernel\ndef k({params}):\n" + \
+        textwrap.indent(textwrap.dedent(body), "    ")
+    module = cst.parse_module(source)
+    names = WarpNames.from_triage(triage(source, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    (kernel,) = [f for f in index.functions if f.name == "k"]
+    return set(kernel_facts(kernel, index, names).value_reads)
+
+
+@pytest.mark.parametrize("body, needed", [
+    ("i = wp.tid()\nz[i] = 3.0 * y[i]\n", set()),  # scaled by a constant
+    ("i = wp.tid()\nz[i] = s * y[i]\n", set()),  # scaled by a scalar argument: no gradient returned
+    ("i = wp.tid()\nv = y[i]\nz[i] = v + v\n", set()),  # through a local, linearly
+    ("i = wp.tid()\nwp.atomic_add(z, 0, y[i])\n", set()),  # accumulated
+    ("i = wp.tid()\nz[i] = y[i] * y[i]\n", {"y"}),
+    ("i = wp.tid()\nv = y[i]\nz[i] = wp.sin(v)\n", {"y"}),  # a nonlinear builtin on a local
+    ("i = wp.tid()\nif y[i] > 0.0:\n    z[i] = 1.0\n", {"y"}),  # a branch on the value
+    ("i = wp.tid()\nz[i] = y[idx[i]]\n", {"idx"}),  # an index: replayed, it picks another element
+    ("i = wp.tid()\nj = idx[i]\nz[j] = y[i]\n", {"idx"}),  # an index through a local
+    ("i = wp.tid()\nz[i] = twice(y[i])\n", {"y"}),  # a helper call: its adjoint is not looked into
+    ("i = wp.tid()\nz[i] = y[i] * z[i]\n", {"y", "z"}),  # a product of two arrays' values
+])
+def test_value_reads(body, needed):
+    assert value_reads(body) == needed
+
+
+def test_a_kernel_writing_struct_fields_has_outputs():
+    source = textwrap.dedent("""
+        import warp as wp
+
+        @wp.struct
+        class Contacts:
+            point: wp.array(dtype=float)
+
+        @wp.kernel
+        def gather(data: Contacts, perm: wp.array(dtype=int), src: wp.array(dtype=float)):
+            i = wp.tid()
+            data.point[i] = src[perm[i]]
+        """)
+    module = cst.parse_module(source)
+    names = WarpNames.from_triage(triage(source, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    (kernel,) = [f for f in index.functions if f.name == "gather"]
+    assert kernel_facts(kernel, index, names).value_reads == {"perm"}
+    integer_fields = source.replace("point: wp.array(dtype=float)", "point: wp.array(dtype=int)").replace(
+        "src: wp.array(dtype=float)", "src: wp.array(dtype=int)")
+    module = cst.parse_module(integer_fields)
+    names = WarpNames.from_triage(triage(integer_fields, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    (kernel,) = [f for f in index.functions if f.name == "gather"]
+    assert kernel_facts(kernel, index, names).value_reads == set()  # integer matches only
+
+
+def test_a_kernel_without_differentiable_outputs_needs_no_values():
+    params = "y: wp.array(dtype=float), flags: wp.array(dtype=int)"
+    assert value_reads("i = wp.tid()\nif y[i] * y[i] > 1.0:\n    flags[i] = 1\n", params) == set()
+    assert value_reads("i = wp.tid()\nif y[i] * y[i] > 1.0:\n    y[i] = 1.0\n", params) == {"y"}
+
+
+def gradient_reads(body: str, params: str) -> set[str]:
+    source = f"import warp as wp\n\n@wp.kernel\ndef k({params}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    module = cst.parse_module(source)
+    names = WarpNames.from_triage(triage(source, whole_file=True))
+    index = build_kernel_index(module, names, build_module_options(module, names))
+    return set(kernel_facts(index.functions[0], index, names).gradient_reads)
+
+
+@pytest.mark.parametrize("body, passes", [
+    ("i = wp.tid()\nz[i] = 3.0 * y[i]\n", {"y"}),
+    ("i = wp.tid()\nif y[i] < 1.0:\n    z[i] = 1.0\n", set()),  # compared only: no gradient back
+    ("i = wp.tid()\nz[i] = lower[idx[i]]\n", {"lower"}),  # the index array passes none
+    ("i = wp.tid()\nif lower[i] < y[i]:\n    z[i] = y[i] * y[i]\n", {"y"}),
+])
+def test_gradient_reads(body, passes):
+    params = "y: wp.array(dtype=float), lower: wp.array(dtype=float), idx: wp.array(dtype=int), z: wp.array(dtype=float)"
+    assert gradient_reads(body, params) == passes
