@@ -169,9 +169,12 @@ def percentile(samples: list[float], fraction: float) -> float:
 
 def bench_cli(path: Path, repeats: int, cache: Path | None) -> list[float]:
     env = dict(os.environ)
-    arguments = [sys.executable, "-m", "warp_lint", "check", "--quiet", str(path)]
+    # Run in the file's folder, as a user would, but without it on sys.path: mujoco-warp's
+    # `_src/math.py` would shadow the standard library's `math` (-P: Python 3.11+).
+    isolated = ["-P"] if sys.version_info >= (3, 11) else []
+    arguments = [sys.executable, *isolated, "-m", "warp_lint", "check", "--quiet", str(path)]
     if cache is None:
-        arguments.insert(4, "--no-cache")
+        arguments.insert(len(arguments) - 2, "--no-cache")
     else:
         env["WARP_LINT_CACHE_DIR"] = str(cache)
         subprocess.run(arguments, capture_output=True, cwd=path.parent, env=env)  # fill it
@@ -180,7 +183,7 @@ def bench_cli(path: Path, repeats: int, cache: Path | None) -> list[float]:
         start = time.perf_counter()
         done = subprocess.run(arguments, capture_output=True, cwd=path.parent, env=env)
         samples.append(time.perf_counter() - start)
-        if done.returncode not in (0, 1):
+        if done.returncode not in (0, 1) or b"Traceback" in done.stderr:
             raise SystemExit(f"warp-lint check failed:\n{done.stderr.decode()}")
     return samples
 
