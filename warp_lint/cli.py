@@ -93,7 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_trace_arguments(trace)
 
     server = commands.add_parser("server", help="run the language server over stdio (needs warp-lint[lsp])")
-    server.add_argument("--debounce", type=float, default=0.3, help="seconds to wait after a change (default 0.3)")
+    server.add_argument("--debounce", type=float, default=None,
+                        help="seconds to wait after a change before linting (default 0: a change's lint is short)")
     return parser
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import libcst as cst
 from libcst.metadata import CodePosition, CodeRange, MetadataWrapper, PositionProvider
@@ -115,14 +115,19 @@ class FileContext:
     def kernels(self) -> KernelIndex:
         return build_kernel_index(self.module, self.names, self.options, self.imported_helpers)
 
-    def kernel_facts(self, summary: FileSummary) -> dict[str, KernelFacts]:
+    def kernel_facts(self, summary: FileSummary, within: Callable[[str], bool] | None = None
+                     ) -> dict[str, KernelFacts]:
         """Each kernel's and func's facts, by its qualified name in the file's summary.
 
         The kernel model and the summary list the file's Warp definitions in source order, so the
-        n-th model named `f` is the n-th definition named `f`.
+        n-th model named `f` is the n-th definition named `f`. ``within``: the summary keys of the
+        definitions this module holds, when it holds only some of the file's (an incremental
+        analysis).
         """
         defined: dict[str, list[str]] = {}
         for key, function in sorted(summary.warp_defs.items(), key=lambda item: item[1].first_line):
+            if within is not None and not within(key):
+                continue
             if any(d.qualified in WARP_DECORATOR_KINDS for d in function.decorators):
                 defined.setdefault(function.name, []).append(key)
         seen: dict[str, int] = {}

@@ -14,6 +14,7 @@ import libcst as cst
 from warp_lint import suppression
 from warp_lint.context import FileContext
 from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
+from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.summary import FileSummary, summarize
 from warp_lint.registry import EXTRA_CODES, all_rules
@@ -99,15 +100,22 @@ def analyse_bytes(path: str, raw: bytes, settings: FileSettings,
 
 
 def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = True,
-                   helpers: Callable[[str, FileSummary], Callable] | None = None) -> FileAnalysis:
+                   helpers: Callable[[str, FileSummary], Callable] | None = None,
+                   memory: AnalysisMemory | None = None) -> FileAnalysis:
     """Triage, summarise and (with ``kernels``) run the file's own rules and digest its kernels.
 
     ``helpers(path, summary)`` gives a lookup of the ``@wp.func`` helpers of other files that the
     file's kernels call (its project's), so the kernel model follows calls into them; the lookup's
-    ``found`` are what the analysis depends on."""
+    ``found`` are what the analysis depends on.
+
+    ``memory``: what earlier analyses left (an editor session, a fix's re-lint): only the top-level
+    statements that changed (or whose imported helpers did) are parsed and analysed again, with
+    the same result.
+    """
     path = source.path
     try:
-        triaged = triage(source.text, settings.whole_file)
+        tree = memory.trees.parse(path, source.text) if memory is not None else None
+        triaged = triage(source.text, settings.whole_file, tree)
     except SyntaxError as error:
         return FileAnalysis(path, [_syntax_error(path, error)], source=source)
     except (ValueError, RecursionError, MemoryError) as error:  # NUL bytes, absurd nesting
@@ -115,13 +123,23 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
                             source=source)
     try:
         with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
-            summary = summarize(triaged.tree, source.text, triaged.warp_aliases)
+            summary = summarize(triaged.tree, source.text, triaged.warp_aliases,
+                                memory.statements if memory is not None else None)
     except RecursionError:
         return FileAnalysis(path, [input_error(path, "E999", "expression nested too deeply to analyse")],
                             source=source)
     analysis = FileAnalysis(path, [], summary, source=source)
     if not kernels or not triaged.regions:
         return analysis
+    if memory is not None and not settings.whole_file:
+        lookup = helpers(path, summary) if helpers is not None else None
+        with _recursion_limit(ANALYSIS_RECURSION_LIMIT):
+            done = memory.units.analyse(source, triaged, summary, settings.target_version,
+                                        file_rules(settings.rule_codes), lookup)
+        if done is not None:
+            analysis.findings, analysis.facts = done
+            analysis.dependencies = dict(lookup.read) if lookup is not None else {}
+            return analysis
     try:
         module = cst.parse_module(triaged.synthetic)
     except cst.ParserSyntaxError as error:
@@ -141,7 +159,7 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
             analysis.findings = context.findings()
             analysis.facts = context.kernel_facts(summary)
             if lookup is not None:
-                analysis.dependencies = {h.path: h.digest for h in lookup.found.values()}
+                analysis.dependencies = dict(lookup.read)
     except RecursionError:
         analysis.findings = [input_error(path, "E999", "expression nested too deeply to analyse")]
     except Exception as error:  # a bug in warp-lint: name the file, keep the traceback

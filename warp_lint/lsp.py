@@ -1,11 +1,23 @@
 """The language server (``warp-lint server``): diagnostics, quick fixes, hover, runtime confirmation.
 
-One finding feeds every feature. A lint runs in a worker thread on the editor's buffer (never the
-file on disk), debounced after changes; only the result for the buffer's latest version is
-published. Each diagnostic carries its own edits in ``data`` (the safe fix and the ``# noqa``
-edit, already in the client's position units), so code actions never lint. Runtime confirmation is
-an explicit command (``warp-lint.confirm``) that runs :func:`warp_lint.runtime.confirm_findings`
-(child processes) in its own thread, so diagnostics keep flowing while a kernel compiles.
+One finding feeds every feature. The server keeps, per project root (found as ``warp-lint check``
+finds it), the command line's ``Workspace`` in memory: its project model is fed from the results
+cache and updated from the editor's unsaved buffers, so a buffer's diagnostics are what
+``warp-lint check`` reports for the same text, tapes in other files included. A lint runs in one
+worker thread on the buffer (never the file on disk) and analyses again only the top-level
+statements that changed (``Workspace.lint_text``); only the result for the buffer's latest version
+is published. When an edit changes the project model, the other open files of the project get
+their results again (no new analysis). Each diagnostic carries its own edits in ``data`` (the safe
+fix and the ``# noqa`` edit, already in the client's position units), so code actions never lint;
+hover and code actions answer from the last lint at once, its positions moved past the edits made
+since. Runtime confirmation is an explicit command (``warp-lint.confirm``) that runs
+:func:`warp_lint.runtime.confirm_findings` (child processes) in its own thread, so diagnostics keep
+flowing while a kernel compiles.
+
+Diagnostics reach every client: pushed, or pulled by clients that can be asked to pull again
+(``workspace/diagnostic/refresh``). A client that pulls but cannot be asked again (Neovim up to
+0.12) is not offered pulling: it gets every result pushed, verdicts and configuration changes
+included.
 
 Positions: findings count 1-based lines and code points; LSP counts 0-based lines split at
 ``\\n``, ``\\r\\n`` and ``\\r`` only, and columns in the negotiated encoding (UTF-16 by default).
@@ -22,6 +34,7 @@ import bisect
 import concurrent.futures
 import dataclasses
 import functools
+import gc
 import hashlib
 import json
 import logging
@@ -30,13 +43,14 @@ import sys
 from pathlib import Path
 from typing import Any, Callable
 
+import attrs
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 from pygls.workspace import PositionCodec
 
 from warp_lint import __version__, suppression
-from warp_lint.options import Options
-from warp_lint.config import ConfigError, find_config, project_warp_requirement
+from warp_lint.cache import ResultsCache
+from warp_lint.config import ConfigError, cache_directory, find_config, project_warp_requirement
 from warp_lint.engine import (
     MAX_FILE_BYTES,
     FileResult,
@@ -44,20 +58,28 @@ from warp_lint.engine import (
     InternalError,
     fix_until_stable,
     input_error,
-    lint_source,
 )
 from warp_lint.files import PYTHON_SUFFIXES, is_excluded
 from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Position
 from warp_lint.fixer import applicable, line_starts, offset_of
+from warp_lint.incremental import AnalysisMemory
+from warp_lint.options import Options
+from warp_lint.project.layout import find_root
 from warp_lint.registry import EXTRA_CODES, all_rules
-from warp_lint.source import SourceFile
+from warp_lint.runner import tune_garbage_collection
+from warp_lint.source import SourceFile, common_ends, split_lines
+from warp_lint.workspace import Workspace
 
 logger = logging.getLogger("warp_lint.lsp")
 
 SOURCE = "warp-lint"
 CONFIRM_COMMAND = "warp-lint.confirm"
 FIX_ALL_KIND = "source.fixAll.warp-lint"
-DEFAULT_DEBOUNCE = 0.3
+# A change's lint takes tens of milliseconds (benchmarks/bench_lsp.py: about 20-30 ms on a
+# 2,000-line file), less than the time between two keystrokes; a change that comes during a lint
+# is linted right after it, only the latest one. So the server waits for nothing.
+DEFAULT_DEBOUNCE = 0.0
+REFINISH_DELAY = 0.25
 _SEVERITY = {
     "error": types.DiagnosticSeverity.Error,
     "warning": types.DiagnosticSeverity.Warning,
@@ -132,26 +154,85 @@ def _overlaps(a: types.Range, b: types.Range) -> bool:
     return a0 <= b1 and b0 <= a1
 
 
-# --- linting a buffer (worker thread: no server state touched) ----------------------------------
+# --- linting buffers (the lint thread alone touches this) -----------------------------------------
 
-def lint_text(path: str, text: str, settings: FileSettings) -> FileResult:
-    """Lint an editor buffer: ``text`` is already decoded, whatever the file's coding cookie says."""
-    source = SourceFile(path=path, raw=text.encode("utf-8", "surrogatepass"), text=text, encoding="utf-8", bom=False)
-    if "warp" not in text:  # the engine's cheap check, on text instead of bytes
-        return FileResult(path, [], source)
-    if len(source.raw) > MAX_FILE_BYTES:
-        message = f"file is larger than the {MAX_FILE_BYTES // 1024 // 1024} MB limit; not linted"
-        return FileResult(path, [input_error(path, "E902", message)], source)
-    return lint_source(source, settings)
+class Projects:
+    """The project model of every project with an open file, kept in memory between lints.
 
+    One ``Workspace`` per project root, made as ``warp-lint check`` makes it (the root's files,
+    their summaries read through the results cache) and updated from the open buffers: a buffer's
+    text replaces its file's in the model, until the buffer is closed. Not thread-safe: the server
+    calls it from its one lint thread.
+    """
 
-def fixed_text(path: str, text: str, settings: FileSettings) -> str | None:
-    """What ``warp-lint check --fix`` would make of ``text`` (safe fixes, until none is left)."""
-    result = lint_text(path, text, settings)
-    if result.source is None or not applicable(result.findings, False):
-        return None
-    fixed, count = fix_until_stable(result, settings, unsafe=False)
-    return fixed.source.text if count and fixed.source.text != text else None
+    def __init__(self, cache_for: Callable[[Path], ResultsCache | None]):
+        self._cache_for = cache_for
+        self._workspaces: dict[Path, Workspace] = {}
+        self._roots: dict[str, Path] = {}  # an open buffer's path -> its project's root
+        self.memory = AnalysisMemory()  # shared by the projects: it is keyed by text (and path)
+
+    def workspace_of(self, path: str) -> Workspace:
+        root = self._roots.get(path)
+        if root is None:
+            root = self._roots[path] = find_root(Path(path)).path
+        workspace = self._workspaces.get(root)
+        if workspace is None:
+            workspace = self._workspaces[root] = Workspace.for_files([Path(path)], self._cache_for(root))
+            workspace.memory = self.memory
+        return workspace
+
+    def lint(self, path: str, text: str, settings: FileSettings) -> tuple[FileResult, bool]:
+        """Lint a buffer in its project: its result, and whether the project model changed.
+        ``text`` is already decoded, whatever the file's coding cookie says."""
+        source = SourceFile(path=path, raw=text.encode("utf-8", "surrogatepass"), text=text, encoding="utf-8",
+                            bom=False)
+        if len(source.raw) > MAX_FILE_BYTES:
+            message = f"file is larger than the {MAX_FILE_BYTES // 1024 // 1024} MB limit; not linted"
+            return FileResult(path, [input_error(path, "E902", message)], source), False
+        projects = len(self._workspaces)
+        result, _, changed = self.workspace_of(path).lint_text(source, settings)
+        if len(self._workspaces) > projects:
+            # The project just read (its summaries, index and model: millions of objects in a big
+            # one) lives as long as its workspace: the cyclic collector no longer scans it. Its
+            # scans held the lint thread, and the GIL with it, for seconds while hovers waited
+            # (a 4.3 s collection measured on newton's model).
+            gc.freeze()
+        return result, changed
+
+    def results(self, path: str, settings: FileSettings) -> FileResult | None:
+        """A linted buffer's result again, from the current model (another file changed it; its
+        kernels are analysed again where they follow a helper of the changed file)."""
+        return self.workspace_of(path).result_of(path, settings)
+
+    def fixed_text(self, path: str, text: str, settings: FileSettings) -> str | None:
+        """What ``warp-lint check --fix`` would make of the buffer (safe fixes, until none is left)."""
+        result, _ = self.lint(path, text, settings)
+        if result.source is None or not applicable(result.findings, False):
+            return None
+        workspace = self.workspace_of(path)
+        fixed, count = fix_until_stable(result, settings, unsafe=False,
+                                        relint=lambda source: workspace.lint_source(source, settings))
+        self.lint(path, text, settings)  # the model holds the buffer, not the fixed text nobody applied yet
+        return fixed.source.text if count and fixed.source.text != text else None
+
+    def close(self, path: str) -> bool:
+        """The buffer is closed: its file counts as it is on disk again. Whether the model changed."""
+        root = self._roots.pop(path, None)
+        workspace = self._workspaces.get(root) if root is not None else None
+        if workspace is None or workspace.analysis_of(path) is None:
+            return False
+        workspace.drop(path)
+        return True
+
+    def files_changed(self, paths: list[Path]) -> set[Path]:
+        """Files changed on disk (not through a buffer): the projects holding them are read again.
+        Returns the roots of those projects."""
+        roots = {find_root(path).path for path in paths}
+        if roots & self._workspaces.keys():
+            gc.unfreeze()  # what the dropped projects leave is collectable again; the next read freezes
+        for root in roots:
+            self._workspaces.pop(root, None)  # the next lint makes it again
+        return roots
 
 
 def noqa_edit(text_map: TextMap, directives: dict[int, suppression.Directive], line: int, code: str) -> Edit | None:
@@ -230,23 +311,60 @@ class Linted:
     newline: str
     directives: dict[int, suppression.Directive]
     diagnostics: list[types.Diagnostic] = dataclasses.field(default_factory=list)
+    generation: int = 0  # the server's configuration generation it was linted under
 
     def render(self, verdicts: dict[tuple, Confirmation]) -> None:
         self.diagnostics = [to_diagnostic(f, self.text_map, self.newline, self.directives, self.version,
                                           verdicts.get(verdict_key(f, self.text_map))) for f in self.findings]
 
 
-def lint_buffer(path: str, text: str, version: int | None, settings: FileSettings | None, codec: PositionCodec,
-                verdicts: dict[tuple, Confirmation]) -> Linted:
-    findings: list[Finding] = []
-    if settings is not None:
-        findings = lint_text(path, text, settings).findings
+def render_lint(path: str, text: str, version: int | None, findings: list[Finding], codec: PositionCodec,
+                verdicts: dict[tuple, Confirmation], generation: int = 0) -> Linted:
     text_map = TextMap(text, codec)
     newline = "\r\n" if text.count("\r\n") > text.count("\n") - text.count("\r\n") else "\n"
     directives = suppression.parse_directives(text) if findings else {}
-    linted = Linted(version, text, path, findings, text_map, newline, directives)
+    linted = Linted(version, text, path, findings, text_map, newline, directives, generation=generation)
     linted.render(verdicts)
     return linted
+
+
+def moved_diagnostics(linted: Linted, text: str, version: int | None) -> list[types.Diagnostic]:
+    """The last lint's diagnostics on the buffer's newer ``text``: those on lines the edits since
+    left alone, moved with them (their edits too); those on edited lines are left out."""
+    if linted.text == text:
+        return linted.diagnostics
+    old = split_lines(linted.text)
+    new = split_lines(text)
+    prefix, suffix = common_ends(old, new)
+    first_moved, shift = len(old) - suffix, len(new) - len(old)
+
+    def moved(value: dict) -> dict | None:  # a range in LSP's JSON form; None when it was edited
+        start, end = value["start"]["line"], value["end"]["line"]
+        if end < prefix:
+            return value
+        if start >= first_moved:
+            return {"start": {**value["start"], "line": start + shift}, "end": {**value["end"], "line": end + shift}}
+        return None
+
+    kept = []
+    for diagnostic in linted.diagnostics:
+        where = moved(_range_json(diagnostic.range))
+        if where is None:
+            continue
+        data = dict(diagnostic.data or {}, version=version)
+        for name, edits in (("fix", (data.get("fix") or {}).get("edits")), ("noqa", [data["noqa"]] if data.get("noqa")
+                                                                          else None)):
+            if edits is None:
+                continue
+            ranges = [moved(edit["range"]) for edit in edits]
+            if any(r is None for r in ranges):
+                del data[name]
+            elif name == "fix":
+                data["fix"] = {**data["fix"], "edits": [{**e, "range": r} for e, r in zip(edits, ranges)]}
+            else:
+                data["noqa"] = {**data["noqa"], "range": ranges[0]}
+        kept.append(attrs.evolve(diagnostic, range=_range_from_json(where), data=data))
+    return kept
 
 
 # --- server ---------------------------------------------------------------------------------------
@@ -257,9 +375,10 @@ class DocState:
     debounce: asyncio.Task | None = None
     running: bool = False
     rerun: bool = False
-    linted: Linted | None = None
+    linted: Linted | None = None  # the latest lint, of the version it names
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
     verdicts: dict[tuple, Confirmation] = dataclasses.field(default_factory=dict)
+    refinish: asyncio.Task | None = None  # its results again from a model another file changed
 
 
 def _default_arguments() -> argparse.Namespace:
@@ -275,16 +394,22 @@ class WarpLintServer(LanguageServer):
         self.docs: dict[str, DocState] = {}
         self.options = Options(_default_arguments(), None)
         self.init_options: dict[str, Any] = {}
-        self.lint_pool = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="warp-lint-lint")
+        # One lint thread: the projects' models live in it, and a lint of a change is short.
+        self.lint_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="warp-lint-lint")
         self.confirm_pool = concurrent.futures.ThreadPoolExecutor(max_workers=1,
                                                                   thread_name_prefix="warp-lint-confirm")
+        self.projects = Projects(self.cache_for)
+        self.generation = 0  # bumped when the configuration changes: every lint before is stale
         self.shown_errors: set[str] = set()
+        self._refresh_pending = False
 
     # -- client facts
     @property
     def pull_mode(self) -> bool:
+        """Whether the client pulls diagnostics (offered only to clients that can be asked to pull again)."""
         capabilities = self.client_capabilities
-        return bool(capabilities and capabilities.text_document and capabilities.text_document.diagnostic)
+        return bool(capabilities and capabilities.text_document and capabilities.text_document.diagnostic
+                    and self._supports(lambda c: c.workspace.diagnostics.refresh_support))
 
     def _supports(self, getter: Callable[[types.ClientCapabilities], Any]) -> bool:
         try:
@@ -324,36 +449,79 @@ class WarpLintServer(LanguageServer):
             self.show(f"warp-lint: {error}")
             return None
 
+    def cache_for(self, root: Path) -> ResultsCache | None:
+        """The results cache ``warp-lint check`` run in ``root`` uses (None when its configuration is broken)."""
+        try:
+            return ResultsCache(cache_directory(self.options.config_for(root)))
+        except (ConfigError, OSError):
+            return None
+
     def reload_configuration(self) -> None:
         find_config.cache_clear()
         project_warp_requirement.cache_clear()
         self.shown_errors.clear()
+        self.generation += 1
         for uri in list(self.docs):
-            self.schedule(uri, 0)
-        if self.pull_mode:
-            self.refresh_pull()
+            self.schedule(uri, 0, deliver=True)
+
+    def files_changed(self, paths: list[Path]) -> None:
+        """Python files changed on disk (a checkout, another program): their projects are read
+        again, and the open files there linted again. An open file's own buffer is what counts."""
+        open_paths = {str(self.path_of(uri)) for uri in self.docs if uri in self.workspace.text_documents}
+        changed = [path for path in paths if str(path) not in open_paths]
+        if not changed:
+            return
+
+        def forget() -> set[Path]:
+            return self.projects.files_changed(changed)
+
+        async def relint() -> None:
+            roots = await asyncio.get_running_loop().run_in_executor(self.lint_pool, forget)
+            for uri in list(self.docs):
+                if uri in self.workspace.text_documents and find_root(self.path_of(uri)).path in roots:
+                    self.schedule(uri, 0, deliver=True)
+
+        asyncio.ensure_future(relint())
 
     def refresh_pull(self) -> None:
-        if self._supports(lambda c: c.workspace.diagnostics.refresh_support):
+        """Ask a pulling client to pull every open file again (once, however many results changed)."""
+        if self._refresh_pending:
+            return
+        self._refresh_pending = True
+
+        def send() -> None:
+            self._refresh_pending = False
             self.workspace_diagnostic_refresh(None)
 
+        asyncio.get_running_loop().call_soon(send)
+
+    def deliver(self, uri: str, linted: Linted) -> None:
+        """Show a result the client did not ask for (a verdict, a configuration change, another
+        file's edit): pushed, or pulled again after a refresh request."""
+        if self.pull_mode:
+            self.refresh_pull()
+        elif self.latest(uri) is linted:
+            self.publish(uri, linted)
+
     # -- linting
-    def schedule(self, uri: str, delay: float) -> None:
+    def schedule(self, uri: str, delay: float, deliver: bool = False) -> None:
+        """Lint the buffer after ``delay`` seconds (a newer change restarts the wait). ``deliver``:
+        the client does not expect this result (see ``deliver``)."""
         state = self.docs.setdefault(uri, DocState(uri))
         if state.debounce is not None:
             state.debounce.cancel()
             state.debounce = None
         if delay <= 0:
-            asyncio.ensure_future(self.refresh(uri))
+            asyncio.ensure_future(self.refresh(uri, deliver))
         else:
-            state.debounce = asyncio.ensure_future(self._debounced(state, delay))
+            state.debounce = asyncio.ensure_future(self._debounced(state, delay, deliver))
 
-    async def _debounced(self, state: DocState, delay: float) -> None:
+    async def _debounced(self, state: DocState, delay: float, deliver: bool) -> None:
         await asyncio.sleep(delay)
         state.debounce = None  # from here on nothing cancels this lint
-        await self.refresh(state.uri)
+        await self.refresh(state.uri, deliver)
 
-    async def refresh(self, uri: str) -> None:
+    async def refresh(self, uri: str, deliver: bool = False) -> None:
         """Lint the buffer's current version (again, if it changed while linting) and publish."""
         state = self.docs.get(uri)
         if state is None:
@@ -369,17 +537,17 @@ class WarpLintServer(LanguageServer):
                 if uri not in self.workspace.text_documents:
                     return
                 document = self.workspace.get_text_document(uri)
-                version, text = document.version, document.source
+                version, text, generation = document.version, document.source, self.generation
                 settings = self.settings_for(uri)
                 path = str(self.path_of(uri))
                 try:
-                    linted = await loop.run_in_executor(
-                        self.lint_pool, lint_buffer, path, text, version, settings, self.workspace.position_codec,
-                        dict(state.verdicts))
+                    linted, changed = await loop.run_in_executor(
+                        self.lint_pool, self._lint, path, text, version, settings, dict(state.verdicts), generation)
                 except InternalError as error:
                     logger.error("%s\n%s", error, error.detail)
                     self.show(f"warp-lint: {error} (details in the server log)")
-                    linted = lint_buffer(path, text, version, None, self.workspace.position_codec, {})
+                    linted, changed = render_lint(path, text, version, [], self.workspace.position_codec, {},
+                                                  generation), False
                 if self.docs.get(uri) is not state:
                     return  # closed meanwhile
                 current = self.workspace.get_text_document(uri)
@@ -387,6 +555,10 @@ class WarpLintServer(LanguageServer):
                     state.linted = linted
                     if not self.pull_mode:
                         self.publish(uri, linted)
+                    elif deliver:
+                        self.refresh_pull()
+                if changed:
+                    self.refinish_others(uri)
                 if not state.rerun:
                     return
         finally:
@@ -394,9 +566,64 @@ class WarpLintServer(LanguageServer):
             state.done.set()
             state.done = asyncio.Event()
 
+    def _lint(self, path: str, text: str, version: int | None, settings: FileSettings | None,
+              verdicts: dict[tuple, Confirmation], generation: int) -> tuple[Linted, bool]:
+        """In the lint thread: lint the buffer in its project; whether the project model changed."""
+        findings: list[Finding] = []
+        changed = False
+        if settings is not None:
+            result, changed = self.projects.lint(path, text, settings)
+            findings = result.findings
+        return render_lint(path, text, version, findings, self.workspace.position_codec, verdicts, generation), changed
+
+    def refinish_others(self, uri: str) -> None:
+        """The project model changed with ``uri``'s text: the other open files of its project get
+        their results again from the new model (no new analysis), shown where they changed. Once
+        the model stops changing for ``REFINISH_DELAY`` seconds: the file being typed in comes first."""
+        root = find_root(self.path_of(uri)).path
+        for other, state in list(self.docs.items()):
+            if other != uri and other in self.workspace.text_documents and \
+                    find_root(self.path_of(other)).path == root:
+                if state.refinish is not None:
+                    state.refinish.cancel()
+                state.refinish = asyncio.ensure_future(self._refinish(other, state))
+
+    async def _refinish(self, uri: str, state: DocState) -> None:
+        await asyncio.sleep(REFINISH_DELAY)
+        state.refinish = None
+        linted = state.linted
+        if linted is None or state.running or state.debounce is not None or self.latest(uri) is not linted:
+            return  # a lint of its current text is on its way, and reads the new model
+        settings = self.settings_for(uri)
+        if settings is None:
+            return
+        path = str(self.path_of(uri))
+
+        def finish() -> Linted | None:
+            result = self.projects.results(path, settings)
+            if result is None:
+                return None
+            return render_lint(path, linted.text, linted.version, result.findings, self.workspace.position_codec,
+                               dict(state.verdicts), linted.generation)
+
+        try:
+            again = await asyncio.get_running_loop().run_in_executor(self.lint_pool, finish)
+        except InternalError as error:
+            logger.error("%s\n%s", error, error.detail)
+            return
+        if again is None or self.docs.get(uri) is not state or state.linted is not linted or \
+                _result_id(again.diagnostics) == _result_id(linted.diagnostics):
+            return
+        state.linted = again
+        self.deliver(uri, again)
+
     def publish(self, uri: str, linted: Linted) -> None:
         self.text_document_publish_diagnostics(
             types.PublishDiagnosticsParams(uri=uri, diagnostics=linted.diagnostics, version=linted.version))
+
+    def _is_current(self, linted: Linted | None, document) -> bool:
+        return linted is not None and linted.version == document.version and linted.text == document.source \
+            and linted.generation == self.generation
 
     async def current(self, uri: str) -> Linted | None:
         """The lint of the buffer's current version, linting now if it is not there yet."""
@@ -405,9 +632,8 @@ class WarpLintServer(LanguageServer):
             if state is None or uri not in self.workspace.text_documents:
                 return None
             document = self.workspace.get_text_document(uri)
-            linted = state.linted
-            if linted is not None and linted.version == document.version and linted.text == document.source:
-                return linted
+            if self._is_current(state.linted, document):
+                return state.linted
             if state.debounce is not None:
                 state.debounce.cancel()
                 state.debounce = None
@@ -421,11 +647,18 @@ class WarpLintServer(LanguageServer):
     def latest(self, uri: str) -> Linted | None:
         """The lint of the current version if it is done; never waits."""
         state = self.docs.get(uri)
-        if state is None or state.linted is None or uri not in self.workspace.text_documents:
+        if state is None or uri not in self.workspace.text_documents:
             return None
+        return state.linted if self._is_current(state.linted, self.workspace.get_text_document(uri)) else None
+
+    def last_diagnostics(self, uri: str) -> tuple[Linted | None, list[types.Diagnostic]]:
+        """The last lint and its diagnostics on the buffer's current text, at once: while a newer
+        lint runs (or waits for typing to stop), those the edits since left alone, moved with them."""
+        state = self.docs.get(uri)
+        if state is None or state.linted is None or uri not in self.workspace.text_documents:
+            return None, []
         document = self.workspace.get_text_document(uri)
-        linted = state.linted
-        return linted if linted.version == document.version and linted.text == document.source else None
+        return state.linted, moved_diagnostics(state.linted, document.source, document.version)
 
     # -- edits
     def workspace_edit(self, uri: str, version: int | None, edits: list[types.TextEdit]) -> types.WorkspaceEdit:
@@ -444,7 +677,8 @@ class WarpLintServer(LanguageServer):
             return None
         loop = asyncio.get_running_loop()
         try:
-            fixed = await loop.run_in_executor(self.lint_pool, fixed_text, str(self.path_of(uri)), text, settings)
+            fixed = await loop.run_in_executor(self.lint_pool, self.projects.fixed_text, str(self.path_of(uri)),
+                                               text, settings)
         except InternalError as error:
             logger.error("%s\n%s", error, error.detail)
             return None
@@ -522,11 +756,14 @@ class WarpLintServer(LanguageServer):
         if state is not None and state.linted is not None:
             current = state.linted
             current.render(state.verdicts)
-            if self.pull_mode:
-                self.refresh_pull()
-            elif self.latest(uri) is current:
-                self.publish(uri, current)
+            self.deliver(uri, current)
         return {"uri": uri, "line": line, "results": results}
+
+
+def _fs_path(uri: str) -> str | None:
+    from pygls.uris import to_fs_path
+
+    return to_fs_path(uri) if uri.startswith("file:") else None
 
 
 def _decoded(path: str, raw: bytes) -> str | None:
@@ -564,13 +801,7 @@ def parse_confirm_arguments(arguments: list[Any]) -> tuple[str, int, str | None]
 
 def minimal_edit(before: str, after: str, text_map: TextMap) -> types.TextEdit:
     """One edit turning ``before`` into ``after`` that spans only what changed (keeps the cursor)."""
-    prefix = 0
-    limit = min(len(before), len(after))
-    while prefix < limit and before[prefix] == after[prefix]:
-        prefix += 1
-    suffix = 0
-    while suffix < limit - prefix and before[-1 - suffix] == after[-1 - suffix]:
-        suffix += 1
+    prefix, suffix = common_ends(before, after)
     if prefix and before[prefix - 1] == "\r":  # never split a \r\n
         prefix -= 1
     if suffix and len(before) - suffix > 0 and before[len(before) - suffix - 1] == "\r" and \
@@ -626,11 +857,18 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
         ls.init_options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
         if "debounce" in ls.init_options:
             ls.debounce = float(ls.init_options["debounce"])
+        if not ls.pull_mode:
+            # A client that pulls but cannot be asked to pull again would never see a result it did
+            # not ask for (a verdict, a configuration change, another file's edit) and would show
+            # pushed ones next to its pulled ones: offer it no pulling, push everything. pygls
+            # builds the server's capabilities from its features after this handler.
+            ls.protocol.fm.features.pop(types.TEXT_DOCUMENT_DIAGNOSTIC, None)
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: WarpLintServer, params: types.InitializedParams) -> None:
         if ls._supports(lambda c: c.workspace.did_change_watched_files.dynamic_registration):
-            watchers = [types.FileSystemWatcher(glob_pattern="**/pyproject.toml")]
+            watchers = [types.FileSystemWatcher(glob_pattern="**/pyproject.toml"),
+                        types.FileSystemWatcher(glob_pattern="**/*.py")]
             registration = types.Registration(
                 id="warp-lint-config", method=types.WORKSPACE_DID_CHANGE_WATCHED_FILES,
                 register_options=types.DidChangeWatchedFilesRegistrationOptions(watchers=watchers))
@@ -653,17 +891,27 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
             ls.schedule(params.text_document.uri, 0)
 
     @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
-    def did_close(ls: WarpLintServer, params: types.DidCloseTextDocumentParams) -> None:
-        state = ls.docs.pop(params.text_document.uri, None)
-        if state is not None and state.debounce is not None:
-            state.debounce.cancel()
+    async def did_close(ls: WarpLintServer, params: types.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        state = ls.docs.pop(uri, None)
+        for task in (state.debounce, state.refinish) if state is not None else ():
+            if task is not None:
+                task.cancel()
         if not ls.pull_mode:
-            ls.text_document_publish_diagnostics(
-                types.PublishDiagnosticsParams(uri=params.text_document.uri, diagnostics=[]))
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        path = str(ls.path_of(uri)) if uri.startswith("file:") else None
+        # Its unsaved text no longer counts: the project reads the file from disk again.
+        if path is not None and await asyncio.get_running_loop().run_in_executor(ls.lint_pool, ls.projects.close,
+                                                                                 path):
+            ls.refinish_others(uri)
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WATCHED_FILES)
     def watched_files(ls: WarpLintServer, params: types.DidChangeWatchedFilesParams) -> None:
-        ls.reload_configuration()
+        paths = [Path(ls_path) for change in params.changes
+                 if (ls_path := _fs_path(change.uri)) is not None]
+        if any(path.name == "pyproject.toml" for path in paths):
+            ls.reload_configuration()
+        ls.files_changed([path for path in paths if path.suffix in PYTHON_SUFFIXES])
 
     @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
     def configuration(ls: WarpLintServer, params: types.DidChangeConfigurationParams) -> None:
@@ -689,8 +937,9 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
         if uri not in ls.workspace.text_documents:
             return None
         document = ls.workspace.get_text_document(uri)
-        linted = ls.latest(uri)
-        text_map = linted.text_map if linted else TextMap(document.source, ls.workspace.position_codec)
+        linted, diagnostics = ls.last_diagnostics(uri)
+        text_map = linted.text_map if linted is not None and linted.text == document.source else \
+            TextMap(document.source, ls.workspace.position_codec)
         codes: list[str] = []
         span: types.Range | None = None
         # A code in a `# noqa: ...` comment.
@@ -705,8 +954,8 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
                     span = text_map.to_client_range(Position(where.line, directive.column),
                                                     Position(where.line, directive.end_column))
         # A finding under the cursor.
-        if not codes and linted is not None:
-            for diagnostic in linted.diagnostics:
+        if not codes:
+            for diagnostic in diagnostics:
                 if _contains(diagnostic.range, params.position) and diagnostic.code not in codes:
                     codes.append(str(diagnostic.code))
                     span = span or diagnostic.range
@@ -733,14 +982,15 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
         actions: list[types.CodeAction] = []
         if wanted(types.CodeActionKind.QuickFix):
             diagnostics = [d for d in params.context.diagnostics if d.source == SOURCE]
-            linted = ls.latest(uri)
-            if linted is not None:
-                # Clients that drop `data` still get actions: take ours for the same place.
-                ours = {(str(d.code), d.range.start.line, d.range.start.character): d for d in linted.diagnostics}
-                diagnostics = [d if d.data else ours.get((str(d.code), d.range.start.line, d.range.start.character), d)
-                               for d in diagnostics]
-                if not diagnostics:
-                    diagnostics = [d for d in linted.diagnostics if _overlaps(d.range, params.range)]
+            _, last = ls.last_diagnostics(uri)
+            # Ours for the same place where we have them: their edits are for the current text even
+            # while a newer lint runs (the client's may be for an older one), and clients that drop
+            # `data` still get actions.
+            ours = {(str(d.code), d.range.start.line, d.range.start.character): d for d in last}
+            diagnostics = [ours.get((str(d.code), d.range.start.line, d.range.start.character), d)
+                           for d in diagnostics]
+            if not diagnostics:
+                diagnostics = [d for d in last if _overlaps(d.range, params.range)]
             version = ls.workspace.get_text_document(uri).version
             for diagnostic in diagnostics:
                 actions.extend(quick_fixes(ls, uri, version, diagnostic))
@@ -749,7 +999,7 @@ def build_server(debounce: float = DEFAULT_DEBOUNCE) -> WarpLintServer:
             if edit is not None:
                 actions.append(types.CodeAction(title="warp-lint: fix all safe fixes", kind=FIX_ALL_KIND, edit=edit))
         elif not only:
-            linted = ls.latest(uri)
+            linted, _ = ls.last_diagnostics(uri)
             if linted is not None and applicable(linted.findings, False):
                 actions.append(types.CodeAction(title="warp-lint: fix all safe fixes", kind=FIX_ALL_KIND,
                                                 data={"uri": uri, "fixAll": True}))
@@ -794,14 +1044,17 @@ def quick_fixes(ls: WarpLintServer, uri: str, version: int | None, diagnostic: t
     return actions
 
 
-def serve(debounce: float = DEFAULT_DEBOUNCE) -> int:
+def serve(debounce: float | None = None) -> int:
     """Run the server over stdio until the client says exit; 0 after a clean shutdown, else 1."""
     level = getattr(logging, os.environ.get("WARP_LINT_LOG_LEVEL", "WARNING").upper(), logging.WARNING)
     logging.basicConfig(stream=sys.stderr, level=level if isinstance(level, int) else logging.WARNING,
                         format="warp-lint server %(levelname)s %(name)s: %(message)s")
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # a stray print() must never corrupt the protocol stream
-    server = build_server(debounce)
+    # The projects' summaries live as long as the server: with Python's default thresholds the
+    # collector walks them every few lints (tens of milliseconds each time).
+    tune_garbage_collection()
+    server = build_server(DEFAULT_DEBOUNCE if debounce is None else debounce)
     try:
         server.start_io(stdin, stdout)
     finally:

@@ -26,7 +26,7 @@ class WarpNames:
 
     @classmethod
     def from_triage(cls, triage: Triage) -> WarpNames:
-        return cls(dict(_qualified_names(_import_skeleton(triage))))
+        return cls(dict(_qualified_names(import_skeleton(triage))))
 
     def qualify(self, node: cst.BaseExpression, shadowed: frozenset[str] | set[str] = frozenset()) -> str | None:
         """``wp.vec3`` -> ``warp.vec3``; None when the expression is not a Warp name."""
@@ -91,7 +91,7 @@ def _qualify_with(qualified: dict[str, str], node: cst.CSTNode, shadowed=frozens
     return f"{base}.{rest}" if rest else base
 
 
-def _import_skeleton(triage: Triage) -> str:
+def import_skeleton(triage: Triage) -> str:
     lines = [textwrap.dedent(ast.unparse(node)) for node in triage.import_nodes]
     for statement in triage.tree.body:
         if (

@@ -24,14 +24,17 @@ if TYPE_CHECKING:
 
 
 class ProjectContext:
-    def __init__(self, model: ProjectModel):
+    def __init__(self, model: ProjectModel, scopes: list[HostScope] | None = None):
+        """``scopes``: the recordings the rules read, when not all of the model's (one at a time,
+        so that a recording's findings can be kept while it is)."""
         self.model = model
         self.findings: list[Finding] = []
         self._reported: set[tuple[str, str, int, int]] = set()
+        self._scopes = scopes
 
     @property
     def host_scopes(self) -> list[HostScope]:
-        return self.model.scopes
+        return self.model.scopes if self._scopes is None else self._scopes
 
     # -- facts ----------------------------------------------------------------------------
     def definition(self, launch: Launch) -> WarpDefinition | None:

@@ -75,6 +75,19 @@ def split_lines(text: str) -> list[str]:
     return _LINE.findall(text)
 
 
+def common_ends(old, new) -> tuple[int, int]:
+    """How many items two sequences (texts, lists of lines) share at their start, and then at
+    their end (not counting those at the start): what an edit between them left alone."""
+    limit = min(len(old), len(new))
+    prefix = 0
+    while prefix < limit and old[prefix] == new[prefix]:
+        prefix += 1
+    suffix = 0
+    while suffix < limit - prefix and old[-1 - suffix] == new[-1 - suffix]:
+        suffix += 1
+    return prefix, suffix
+
+
 def source_line(text: str, line: int) -> str | None:
     """Line ``line`` (1-based) without its ending, or None past the end."""
     lines = split_lines(text)

@@ -152,14 +152,15 @@ def _is_module_setting(node: ast.stmt, settings_lines: _WordLines) -> bool:
     )
 
 
-def triage(text: str, whole_file: bool = False) -> Triage:
+def triage(text: str, whole_file: bool = False, tree: ast.Module | None = None) -> Triage:
     """The regions of ``text`` worth a LibCST parse: Warp-decorated definitions, imports, module
     settings (none when no code imports Warp). Host code is read from the ``ast`` tree alone (the
-    project model's summaries), never parsed by LibCST.
+    project model's summaries), never parsed by LibCST. ``tree``: ``text`` already parsed.
 
     Raises SyntaxError when Python itself cannot parse the file.
     """
-    tree = ast.parse(text)
+    if tree is None:
+        tree = ast.parse(text)
     aliases, import_nodes = collect_imports(tree)
     if not aliases:
         return Triage(tree, aliases, [], "", import_nodes, [], [])
@@ -186,7 +187,7 @@ def triage(text: str, whole_file: bool = False) -> Triage:
     if not definitions:
         return Triage(tree, aliases, [], "", import_nodes, [], [])  # no Warp definition: nothing for LibCST
     regions = _merge(ranges, tree)
-    synthetic, line_map, statement_lines = _synthesize(lines, regions)
+    synthetic, line_map, statement_lines = synthesize(lines, regions)
     return Triage(tree, aliases, [(start, end) for start, end, _ in regions], synthetic, import_nodes, line_map,
                   statement_lines)
 
@@ -211,7 +212,7 @@ def _merge(ranges: list[tuple[int, int, int]], tree: ast.Module) -> list[tuple[i
     return merged
 
 
-def _synthesize(lines: list[str], regions: list[tuple[int, int, int]]) -> tuple[str, list[int], list[int]]:
+def synthesize(lines: list[str], regions: list[tuple[int, int, int]]) -> tuple[str, list[int], list[int]]:
     """The regions one after the other; the file line of each synthetic line; where statements start.
 
     Each region at indentation 0 is one top-level statement. An indented region opens an ``if 1:``

@@ -25,12 +25,14 @@ from typing import Callable, Iterable, Iterator
 from warp_lint import versions
 from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
 from warp_lint.finding import Finding, Related
+from warp_lint.host import HostScope
+from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.kernels import ImportedHelper
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
 from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
-from warp_lint.project.summary import MODULE_SCOPE, FileSummary
+from warp_lint.project.summary import MODULE_SCOPE, FileSummary, FunctionSummary, Loc
 from warp_lint.project_context import ProjectContext
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceError, SourceFile, decode_source
@@ -49,7 +51,18 @@ class Workspace:
         self._analyses: dict[str, FileAnalysis] = {}
         self._helpers_in_progress: set[str] = set()
         self._read_only: dict[tuple[str, bool], FileAnalysis] = {}  # (path, with kernels) -> its analysis
+        # Linted files whose kernels followed a helper of a file that changed since: analysed
+        # again before their next result (``result_of``).
+        self._stale: set[str] = set()
         self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        # Kept warm across lints of new text (an editor's buffers, a fix's re-lint): what earlier
+        # analyses left, and the host findings of the current model.
+        self.memory = AnalysisMemory()
+        self._host_findings: tuple[ProjectModel, frozenset[str], list[Finding]] | None = None
+        self._scope_findings: dict[int, tuple[HostScope, dict[str, list[Finding]]]] = {}
+        self._scope_findings_inputs: tuple | None = None
+        # The model of a linted file's last text that parsed, while its text does not.
+        self._before_unparsable: tuple[FileAnalysis, ProjectModel] | None = None
 
     @classmethod
     def alone(cls, analysis: FileAnalysis, settings: FileSettings) -> Workspace:
@@ -86,10 +99,73 @@ class Workspace:
 
     def add(self, analysis: FileAnalysis) -> None:
         """A linted file's analysis: its summary and kernel facts replace what the disk says."""
+        read = self._read_only.get((analysis.path, True)) or self._read_only.get((analysis.path, False))
+        if read is not None and read.summary is not None and (
+                analysis.summary is None or analysis.summary.digest != read.summary.digest):
+            self._dependents_changed(analysis.path)  # a buffer that is not what the disk holds
+        self._stale.discard(analysis.path)
         self._analyses[analysis.path] = analysis
         self.eager.add(analysis.path)
         self.index.set_summary(analysis.path, analysis.summary)
-        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos)
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, entries_from=self.model)
+        if self._before_unparsable is not None and self._before_unparsable[0].path != analysis.path:
+            self._before_unparsable = None  # another file changed since: that model is out of date
+
+    def update(self, analysis: FileAnalysis) -> bool:
+        """A linted file's new analysis (new text of it); True when the project model changed.
+
+        The model is kept (recordings, contexts and host findings with it) when the file's summary
+        and kernel facts are what they were: an edit inside a kernel that leaves its facts alone,
+        a comment, a blank inside a line. Otherwise it is built again from the summaries.
+        """
+        previous = self._analyses.get(analysis.path)
+        self._stale.discard(analysis.path)
+        if previous is not None and _same_model_input(previous, analysis):
+            self._analyses[analysis.path] = analysis
+            self.index.by_path[analysis.path].summary = analysis.summary  # same content: caches hold
+            return False
+        # The file's facts may have changed: what followed its helpers is stale.
+        dependents = self._dependents_changed(analysis.path) if previous is not None else set()
+        if previous is not None and previous.summary is not None and analysis.summary is not None and \
+                _interface(previous.summary) == _interface(analysis.summary):
+            # Only the file's code changed, not the names it defines: the recordings that never
+            # read the file (or a file whose kernels follow its helpers) are kept.
+            self._analyses[analysis.path] = analysis
+            self.index.set_summary(analysis.path, analysis.summary)
+            self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, previous=self.model,
+                                      changed=(analysis.path, *sorted(dependents)))
+            self._before_unparsable = None
+            return True
+        # Typing goes through text that does not parse (`x = ` before `x = y`), which takes the
+        # file out of the model; back to what it was, the model from before is taken back.
+        before = self._before_unparsable
+        if before is not None and before[0].path == analysis.path and _same_model_input(before[0], analysis):
+            self._before_unparsable = None
+            self._analyses[analysis.path] = analysis
+            self.index.set_summary(analysis.path, analysis.summary)
+            self.model = before[1]
+            return True
+        stash = (previous, self.model) if previous is not None and previous.summary is not None and \
+            analysis.summary is None else None
+        self.add(analysis)
+        if stash is not None:
+            self._before_unparsable = stash
+        return True
+
+    def drop(self, path: str) -> None:
+        """Forget a file's linted text (an editor closed its buffer): it is read from disk again."""
+        if self._analyses.pop(path, None) is None:
+            return
+        self._before_unparsable = None
+        self._stale.discard(path)
+        for kernels in (False, True):
+            self._read_only.pop((path, kernels), None)  # read before the buffer was: maybe not what is saved
+        self._dependents_changed(path)
+        info = self.index.by_path.get(path)
+        if info is not None:
+            info.loaded = False
+            self.index.set_summary(path, self._summary_of(path))
+        self.model = ProjectModel(self.index, self._facts_of, self._eager_infos, entries_from=self.model)
 
     # -- loading --------------------------------------------------------------------------
     def _eager_infos(self) -> Iterator[ModuleInfo]:
@@ -108,6 +184,25 @@ class Workspace:
             return analysis.summary
         return self._analysis_of(path, kernels=False).summary
 
+    def _dependents_changed(self, path: str) -> set[str]:
+        """The file ``path`` changed: the analyses whose kernels followed its helpers (and, in turn,
+        those that followed theirs) are out of date. Files only read are read again when asked;
+        linted files are analysed again before their next result (``result_of``). Returns them."""
+        stale: set[str] = set()
+        pending = [path]
+        while pending:
+            current = pending.pop()
+            found = [other for (other, kernels), analysis in self._read_only.items()
+                     if kernels and current in analysis.dependencies]
+            for other in found:
+                del self._read_only[(other, True)]
+            linted = [other for other, analysis in self._analyses.items() if current in analysis.dependencies]
+            self._stale.update(linted)
+            for other in {*found, *linted} - stale - {path}:
+                stale.add(other)
+                pending.append(other)
+        return stale
+
     def _facts_of(self, path: str) -> dict[str, KernelFacts]:
         analysis = self._analyses.get(path)
         if analysis is not None:
@@ -119,9 +214,16 @@ class Workspace:
         calls them: the kernel model follows them as its own."""
         return HelperLookup(self, path, summary)
 
-    def imported_helper(self, path: str, summary: FileSummary, code: str) -> ImportedHelper | None:
+    def imported_helper(self, path: str, summary: FileSummary, code: str,
+                        read: dict[str, str] | None = None) -> ImportedHelper | None:
+        """The helper ``code`` names in ``path``; ``read`` notes the files whose facts were read
+        (a helper with no effects there now may have some after an edit)."""
         if code.split(".", 1)[0] in summary.warp_aliases or path in self._helpers_in_progress:
             return None
+        info = self.index.by_path.get(path)
+        if info is not None and getattr(self.index.summary(info), "digest", None) != summary.digest:
+            # New text of the file (an editor's buffer): its own imports say what `code` is.
+            self.index.set_summary(path, summary)
         symbol = self.index.resolve(path, MODULE_SCOPE, code)
         if symbol is None or symbol.kind != "warp" or symbol.path == path:
             return None
@@ -130,15 +232,18 @@ class Workspace:
             facts = self._facts_of(symbol.path).get(symbol.qualname)
         finally:
             self._helpers_in_progress.discard(path)
+        defining = self._summary_of(symbol.path)
+        if read is not None:
+            read[symbol.path] = defining.digest if defining is not None else ""
         if facts is None or facts.kind != "func" or not facts.effects:
             return None
-        defining = self._summary_of(symbol.path)
         return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
                               defining.digest if defining is not None else "")
 
     def analyse(self, source: SourceFile, settings: FileSettings) -> FileAnalysis:
-        """A file's analysis with the helpers it imports followed."""
-        return analyse_source(source, settings, helpers=self.imported_helpers)
+        """A file's analysis with the helpers it imports followed; only the top-level statements
+        that changed since ``memory`` saw the file are analysed again."""
+        return analyse_source(source, settings, helpers=self.imported_helpers, memory=self.memory)
 
     def _analysis_of(self, path: str, kernels: bool) -> FileAnalysis:
         """A file that is not linted: its summary (and kernel facts), through the cache; once."""
@@ -155,7 +260,7 @@ class Workspace:
         key = self.cache.blob_key(kind, source.raw) if self.cache is not None else None
         if key is not None:
             cached = self.cache.get_blob(key)
-            if isinstance(cached, FileAnalysis):
+            if isinstance(cached, FileAnalysis) and self._dependencies_unchanged(cached):
                 return cached
         try:
             analysis = analyse_source(source, ANALYSIS_ONLY, kernels=kernels,
@@ -167,29 +272,96 @@ class Workspace:
             self.cache.put_blob(key, analysis)
         return analysis
 
+    def _dependencies_unchanged(self, analysis: FileAnalysis) -> bool:
+        """Whether the files whose helpers an analysis followed read as they did (in this project:
+        an editor's buffer, else the disk)."""
+        for path, digest in analysis.dependencies.items():
+            summary = self._summary_of(path) if path in self.index.by_path else None
+            if summary is None or summary.digest != digest:
+                return False
+        return True
+
     def lint_source(self, source: SourceFile, settings: FileSettings) -> FileResult:
         """Lint a file's (new) text in this project: a fix's re-lint, an editor's buffer."""
-        return self.results([self.analyse(source, settings)], lambda _: settings)[0]
+        return self.lint_text(source, settings)[0]
+
+    def lint_text(self, source: SourceFile, settings: FileSettings) -> tuple[FileResult, FileAnalysis, bool]:
+        """``lint_source``, with the file's analysis and whether the project model changed (the
+        other files' results may have). Only the changed top-level statements are analysed again
+        (``memory``), and the model is updated from the new text (see ``update``)."""
+        if "warp" not in source.text:  # the command line's cheap check: nothing of its own to report
+            analysis = analyse_source(source, settings, kernels=False, memory=self.memory)
+            analysis.findings = []
+        else:
+            analysis = self.analyse(source, settings)
+        changed = self.update(analysis)  # text that does not parse has no summary: the model has none for it
+        return self.results([analysis], lambda _: settings)[0], analysis, changed
+
+    def analysis_of(self, path: str) -> FileAnalysis | None:
+        """The analysis of a linted file's current text (what ``update`` or ``results`` last took)."""
+        return self._analyses.get(path)
+
+    def result_of(self, path: str, settings: FileSettings) -> FileResult | None:
+        """A linted file's result again, from the current model (another file changed it); its
+        kernels analysed again first where a helper of another file they follow changed."""
+        analysis = self._analyses.get(path)
+        if analysis is None:
+            return None
+        if path in self._stale and analysis.source is not None:
+            return self.lint_text(analysis.source, settings)[0]
+        return self.results([analysis], lambda _: settings)[0]
 
     # -- finishing ------------------------------------------------------------------------
     def host_findings(self, codes: set[str]) -> list[Finding]:
+        """What the host rules find in the model's recordings. The rules read one recording at a
+        time, so each recording's findings are kept while the recording is (a model updated from
+        an edit keeps most of them); where two recordings report the same place, the first wins."""
         rules = all_rules()
         selected = [code for code in rules if code in codes and rules[code].level == "project"]
         if not selected:
             return []
-        context = ProjectContext(self.model)
+        model = self.model
+        cached = self._host_findings
+        if cached is not None and cached[0] is model and cached[1] == frozenset(selected):
+            return cached[2]
+        inputs = (frozenset(selected), model.struct_names())  # what else the rules read
+        if self._scope_findings_inputs != inputs:
+            self._scope_findings = {}
+            self._scope_findings_inputs = inputs
+        by_scope: dict[int, tuple[HostScope, dict[str, list[Finding]]]] = {}
+        for scope in model.scopes:
+            kept = self._scope_findings.get(id(scope))
+            if kept is None or kept[0] is not scope:
+                context = ProjectContext(model, [scope])
+                for code in selected:
+                    rules[code]().check(context)
+                found: dict[str, list[Finding]] = {}
+                for finding in context.findings:
+                    found.setdefault(finding.code, []).append(finding)
+                kept = (scope, found)
+            by_scope[id(scope)] = kept
+        self._scope_findings = by_scope
+        findings: list[Finding] = []
+        reported: set[tuple[str, str, int, int]] = set()
         for code in selected:
-            rules[code]().check(context)
-        return context.findings
+            for _, found in by_scope.values():
+                for finding in found.get(code, ()):
+                    marker = (finding.code, finding.path, finding.start.line, finding.start.column)
+                    if marker not in reported:
+                        reported.add(marker)
+                        findings.append(finding)
+        self._host_findings = (model, frozenset(selected), findings)
+        return findings
 
     def results(self, analyses: list[FileAnalysis], settings_for: Callable[[Path], FileSettings]) -> list[FileResult]:
         for analysis in analyses:
             if analysis.summary is not None and self._analyses.get(analysis.path) is not analysis:
-                self.add(analysis)
+                self.update(analysis)
         settings = {a.path: settings_for(Path(a.path)) for a in analyses}
         codes = set().union(*(s.rule_codes for s in settings.values())) if settings else set()
         host: dict[str, list[Finding]] = {}
-        for finding in self.host_findings(codes):
+        # A file without a summary (text that does not parse) holds no recording: no host finding.
+        for finding in self.host_findings(codes) if any(a.summary is not None for a in analyses) else ():
             host.setdefault(finding.path, []).append(finding)
         results = []
         for analysis in analyses:
@@ -229,6 +401,56 @@ class Workspace:
         return dataclasses.replace(finding, data=data, related=related)
 
 
+def _same_model_input(before: FileAnalysis, after: FileAnalysis) -> bool:
+    """Whether the project model reads the same from both analyses of one file: the same kernel
+    facts and summary. Everything in the summary counts but the text's digest, the words of the
+    module's own statements (their operations count, and the words only pre-select what the
+    operations decide) and the columns where Warp definitions end (the model reads their lines)."""
+    if before.facts != after.facts:
+        return False
+    if before.summary is None or after.summary is None:
+        return before.summary is after.summary
+    return _model_input(before.summary) == _model_input(after.summary)
+
+
+def _model_input(summary: FileSummary) -> FileSummary:
+    module = summary.functions.get(MODULE_SCOPE)
+    functions = summary.functions
+    if module is not None:
+        functions = {**functions, MODULE_SCOPE: dataclasses.replace(module, words=frozenset())}
+    warp_defs = {key: _lines_only(function) for key, function in summary.warp_defs.items()}
+    return dataclasses.replace(summary, digest="", functions=functions, warp_defs=warp_defs)
+
+
+def _interface(summary: FileSummary) -> tuple:
+    """What other files read of a file's summary, positions left out: its imports, the names it
+    defines, its classes, its Warp definitions' decorators, its module settings and values, what
+    its factories and decorators make. When only the rest changes (the code of its functions), a
+    recording that never read the file is unchanged."""
+    return (
+        summary.warp_aliases,
+        [(b.local, b.module, b.name, b.level, b.scope) for b in summary.imports],
+        [(key, f.returns_code, f.returns_warp, f.applies_warp, f.local_functions) for key, f in summary.functions.items()],
+        [(key, f.name, [_decorator(d) for d in f.decorators]) for key, f in summary.warp_defs.items()],
+        [(key, c.bases, c.methods, c.attributes, [_decorator(d) for d in c.decorators])
+         for key, c in summary.classes.items()],
+        [(s.key, s.value, s.source, s.guarded) for s in summary.settings],
+        [(key, v.value, v.callee, v.qualified, v.literal) for key, v in summary.values.items()],
+        summary.all_names,
+    )
+
+
+def _decorator(decorator) -> tuple:
+    return decorator.code, decorator.qualified, decorator.called, decorator.keywords, decorator.star_kwargs
+
+
+def _lines_only(function: FunctionSummary) -> FunctionSummary:
+    loc = function.loc
+    if loc.column == loc.end_column == 0:
+        return function
+    return dataclasses.replace(function, loc=Loc(loc.line, 0, loc.end_line, 0))
+
+
 class HelperLookup:
     """``lookup(code)``: the imported helper a file's kernel calls by ``code``; remembers what it
     found (an analysis depends on those files)."""
@@ -238,9 +460,10 @@ class HelperLookup:
         self._path = path
         self._summary = summary
         self.found: dict[str, ImportedHelper] = {}
+        self.read: dict[str, str] = {}  # the files whose facts it read -> their digests: dependencies
 
     def __call__(self, code: str) -> ImportedHelper | None:
-        helper = self._workspace.imported_helper(self._path, self._summary, code)
+        helper = self._workspace.imported_helper(self._path, self._summary, code, self.read)
         if helper is not None:
             self.found[code] = helper
         return helper

@@ -19,14 +19,15 @@ def workspace(tmp_path: Path) -> Path:
     return root
 
 
-async def _start(client: LanguageClient, workspace: Path, pull: bool) -> None:
-    await client.initialize_session(types.InitializeParams(
-        capabilities=capabilities(pull),
+async def _start(client: LanguageClient, workspace: Path, pull: bool, refresh: bool | None = None) -> None:
+    result = await client.initialize_session(types.InitializeParams(
+        capabilities=capabilities(pull, refresh),
         root_uri=workspace.as_uri(),
         workspace_folders=[types.WorkspaceFolder(uri=workspace.as_uri(), name="project")],
         initialization_options={"confirm": {"device": "cpu", "cacheDir": str(workspace.parent / "kernels"),
                                             "timeout": 300}},
     ))
+    client.server_capabilities = result.capabilities
 
 
 @pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
@@ -43,3 +44,9 @@ async def pull_client(lsp_client: LanguageClient, workspace: Path):
     await lsp_client.shutdown_session()
 
 
+@pytest_lsp.fixture(config=ClientServerConfig(server_command=SERVER))
+async def pull_only_client(lsp_client: LanguageClient, workspace: Path):
+    """A client that pulls diagnostics but cannot be asked to pull again (Neovim up to 0.12)."""
+    await _start(lsp_client, workspace, pull=True, refresh=False)
+    yield
+    await lsp_client.shutdown_session()

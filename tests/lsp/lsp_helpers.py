@@ -44,8 +44,10 @@ WL101_FIXED = textwrap.dedent("""\
     """)
 
 
-def capabilities(pull: bool = False) -> types.ClientCapabilities:
-    """A modern client (VS Code-like): markdown hover, code action literals with data, versioned edits."""
+def capabilities(pull: bool = False, refresh: bool | None = None) -> types.ClientCapabilities:
+    """A modern client (VS Code-like): markdown hover, code action literals with data, versioned edits.
+    ``pull``: it pulls diagnostics, and (unless ``refresh`` is False) can be asked to pull again."""
+    refresh = pull if refresh is None else refresh
     text_document = types.TextDocumentClientCapabilities(
         synchronization=types.TextDocumentSyncClientCapabilities(did_save=True),
         publish_diagnostics=types.PublishDiagnosticsClientCapabilities(
@@ -62,7 +64,7 @@ def capabilities(pull: bool = False) -> types.ClientCapabilities:
     )
     workspace = types.WorkspaceClientCapabilities(
         workspace_edit=types.WorkspaceEditClientCapabilities(document_changes=True),
-        diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True) if pull else None,
+        diagnostics=types.DiagnosticWorkspaceClientCapabilities(refresh_support=True) if refresh else None,
     )
     return types.ClientCapabilities(text_document=text_document, workspace=workspace,
                                     window=types.WindowClientCapabilities(work_done_progress=True))
@@ -120,3 +122,25 @@ def edits_for(edit: types.WorkspaceEdit, uri: str) -> list:
     if edit.document_changes:
         return [e for change in edit.document_changes if change.text_document.uri == uri for e in change.edits]
     return list((edit.changes or {}).get(uri, []))
+
+
+def many_kernels(count: int) -> str:
+    """A long Warp module: ``count`` kernels, every other one with a WL102 finding."""
+    parts = ["import warp as wp\n"]
+    for number in range(count):
+        hazard = "x[i] = x[i] * 2.0" if number % 2 else "y = x[i] * 2.0"
+        parts.append(textwrap.dedent(f"""\
+
+
+            @wp.kernel
+            def step_{number}(x: wp.array(dtype=float), v: wp.array(dtype=float), out: wp.array(dtype=float),
+                              dt: float):
+                i = wp.tid()
+                a = v[i] * dt
+                b = a + x[i]
+                for k in range(3):
+                    b = b + 0.1 * float(k)
+                out[i] = b
+                {hazard}
+            """))
+    return "".join(parts)

@@ -18,19 +18,25 @@ A kernel's differentiation context:
 
 A ``@wp.func`` is differentiated when a differentiated kernel or func calls it, forward-only when
 every caller is forward-only, unknown otherwise.
+
+A model is updated, not rebuilt, after an edit that leaves the edited files' names alone (an
+editor's keystroke, a fix): built from the model before (``previous``), it keeps the recordings
+that never read an edited file, and the other files' entry-point candidates, launch sites and
+kernel facts; only what read an edited file is recorded or resolved again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
-from typing import Callable, Iterator
+from typing import Callable, Iterable, Iterator
 
 from warp_lint.host import AUTOGRAD_CHECKS, LAUNCH_FUNCTIONS, TAPE_CLASSES, HostScope, Location, looks_like_tape
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefinition
 from warp_lint.project.recordings import Recorder
-from warp_lint.project.summary import MODULE_SCOPE, AssignOp, CallOp, FunctionSummary, WithOp
+from warp_lint.project.summary import MODULE_SCOPE, AssignOp, CallOp, FileSummary, FunctionSummary, WithOp
 
 DIFFERENTIATED, FORWARD_ONLY, UNKNOWN = "differentiated", "forward-only", "unknown"
 
@@ -66,9 +72,92 @@ class _Launches:
     unresolved_recorded: list[Location] = dataclasses.field(default_factory=list)
 
 
+@dataclasses.dataclass
+class _Recording:
+    """What recording one entry point gave, and every file whose summary it may have read: a
+    model where none of those files changed takes it as it is."""
+
+    scope: HostScope
+    records: bool  # it holds something a host rule reads
+    followed: set[Symbol]
+    launch_symbols: list
+    checked: list
+    files: frozenset[str]
+
+
+@dataclasses.dataclass
+class _FileEntries:
+    """One file's share of finding the entry points: read from its summary, and the functions its
+    calls run as far as they were needed, with the files read to resolve them."""
+
+    summary: FileSummary
+    functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]]
+    direct: list[Symbol]  # functions that reach a tape themselves: their callers are entry points too
+    local: list[Symbol]  # a requires_grad setting, a gradient check: read where it is written
+    calls: list[tuple[str, Symbol, CallOp]]  # (called name, caller, call) of calls the index may resolve
+    callees: dict[int, Symbol | None] = dataclasses.field(default_factory=dict)  # position in calls -> callee
+    reads: set[str] = dataclasses.field(default_factory=set)
+
+
+@dataclasses.dataclass
+class _FileSites:
+    """Where one file launches which kernel, and the files read to resolve the kernels."""
+
+    summary: FileSummary
+    sites: list[tuple[Symbol, Location]]
+    reads: set[str]
+
+
+class _ReadingIndex:
+    """The index as one recording reads it, noting every file whose summary it may read: the
+    files of the symbols, modules and paths it asks about or gets back (and a class's bases')."""
+
+    def __init__(self, index: ProjectIndex):
+        self.index = index
+        self.files: set[str] = set()
+
+    def __getattr__(self, name: str):
+        found = getattr(self.index, name)
+        if not callable(found):
+            return found
+
+        def read(*args):
+            for argument in args:
+                self._note(argument)
+            result = found(*args)
+            self._note(result)
+            return result
+
+        return read
+
+    def _note(self, value) -> None:
+        kind = value.__class__
+        if kind is Symbol:
+            if value.path:
+                self.files.add(value.path)
+                if value.kind == "class":
+                    self.files.update(base.path for base in self.index.mro(value) if base.path)
+        elif kind is ModuleInfo:
+            self.files.add(value.path)
+        elif kind is str:
+            if value in self.index.by_path:
+                self.files.add(value)
+        elif kind is list or kind is tuple:
+            for item in value:
+                self._note(item)
+
+
 class ProjectModel:
     def __init__(self, index: ProjectIndex, facts: Callable[[str], dict[str, KernelFacts]],
-                 warp_files: Callable[[], Iterator[ModuleInfo]] | None = None):
+                 warp_files: Callable[[], Iterator[ModuleInfo]] | None = None,
+                 previous: ProjectModel | None = None, changed: Iterable[str] = (),
+                 entries_from: ProjectModel | None = None):
+        """``previous``: the model before the summaries and kernel facts of the files ``changed``
+        changed, none of the names they define (what other files import or resolve through them,
+        see ``Workspace``): its recordings that read none of those files are taken as they are,
+        and so are the other files' facts and entry-point candidates. ``entries_from``: a model
+        of other summaries of some files, whose entry-point candidates are read again only from the
+        files whose summaries changed (every call is resolved again)."""
         self.index = index
         self._facts = facts
         self._warp_files = warp_files or index.infos
@@ -76,6 +165,42 @@ class ProjectModel:
         self._relevant: set[Symbol] = set()
         self._definitions: dict[str, list[WarpDefinition]] = {}
         self._contexts: dict[Symbol, DifferentiationContext] = {}
+        self._recordings: dict[Symbol, _Recording] = {}
+        self._file_entries: dict[str, _FileEntries] = {}
+        self._file_sites: dict[str, _FileSites] = {}
+        self._merged: tuple[dict, dict, dict] | None = None  # see _merge_entries
+        self._changed = frozenset(changed)
+        self._previous = None
+        if previous is not None:
+            if "_recorded" not in previous.__dict__ and previous._previous is not None:
+                # never recorded: build on the model it was built on
+                self._changed |= previous._changed
+                previous = previous._previous
+            self._previous = previous
+            changed = self._changed
+            self._facts_by_path = {path: facts for path, facts in previous._facts_by_path.items()
+                                   if path not in changed}
+            # A file's functions and calls are its own summary's; only the callees resolved through
+            # a changed file are resolved again.
+            self._file_entries = {path: entries if not entries.reads & changed else dataclasses.replace(
+                entries, callees={}, reads=set()) for path, entries in previous._file_entries.items()
+                if path not in changed}
+            self._file_sites = {path: sites for path, sites in previous._file_sites.items()
+                                if path not in changed and not sites.reads & changed}
+        elif entries_from is not None:
+            self._file_entries = {path: dataclasses.replace(entries, callees={}, reads=set())
+                                  for path, entries in entries_from._file_entries.items()}
+
+    @contextlib.contextmanager
+    def _reading(self) -> Iterator[set[str]]:
+        """Note the files whose summaries the index reads meanwhile (what the result depends on)."""
+        index = self.index
+        reading = _ReadingIndex(index)
+        self.index = reading  # type: ignore[assignment]
+        try:
+            yield reading.files
+        finally:
+            self.index = index
 
     # -- kernel facts ---------------------------------------------------------------------
     def facts_of(self, symbol: Symbol) -> KernelFacts | None:
@@ -92,18 +217,22 @@ class ProjectModel:
         scopes: list[HostScope] = []
         launches = _Launches()
         covered: set[Symbol] = set()
-        for info, function in self._entry_points():
+        entries = self._entry_points()
+        previous, dirty = self._reusable_recordings()
+        for info, function in entries:
             symbol = Symbol("function", info.name, function.qualname, info.path)
             if symbol in covered:
                 continue
-            owner = self._owner(info, function)
-            recorder = Recorder(self.index, self.facts_of, self._relevant)
-            scope = recorder.record(info, function, owner)
-            if not _records_anything(scope):
+            recording = previous.get(symbol)
+            if recording is None or recording.files & dirty:
+                recording = self._record(info, function)
+            self._recordings[symbol] = recording
+            if not recording.records:
                 continue
-            covered |= recorder.followed
+            scope = recording.scope
+            covered |= recording.followed
             scopes.append(scope)
-            for kernel, event in recorder.launch_symbols:
+            for kernel, event in recording.launch_symbols:
                 if event.launch is None or not event.launch.recorded:
                     continue
                 if kernel is None or kernel.kind != "warp":
@@ -112,10 +241,29 @@ class ProjectModel:
                     region = event.region
                     launches.recorded[kernel] = Reach(region.tape, region.location, event.location, scope.entry,
                                                       event.chain)
-            for target, event in recorder.checked:
+            for target, event in recording.checked:
                 if target is not None and target.kind == "warp":
                     launches.checked.setdefault(target, event.location)
+        self._previous = None  # taken what it could: let it go
         return scopes, launches
+
+    def _record(self, info: ModuleInfo, function: FunctionSummary) -> _Recording:
+        reading = _ReadingIndex(self.index)
+        reading.files.add(info.path)
+        recorder = Recorder(reading, self.facts_of, self._relevant)
+        scope = recorder.record(info, function, self._owner(info, function))
+        return _Recording(scope, _records_anything(scope), recorder.followed, recorder.launch_symbols,
+                          recorder.checked, frozenset(reading.files))
+
+    def _reusable_recordings(self) -> tuple[dict[Symbol, _Recording], frozenset[str]]:
+        """The previous model's recordings, and the files whose change makes one of them stale: the
+        changed files, and those of the functions whose relevance (whether a call of them is
+        followed before a tape opens) changed."""
+        previous = self._previous
+        if previous is None or "_recorded" not in previous.__dict__:
+            return {}, frozenset()
+        moved = previous._relevant ^ self._relevant
+        return previous._recordings, self._changed | {symbol.path for symbol in moved}
 
     def record_function(self, symbol: Symbol) -> HostScope | None:
         """One function on its own, every call followed (what a gradient check runs, say)."""
@@ -139,27 +287,18 @@ class ProjectModel:
     def _entry_points(self) -> list[tuple[ModuleInfo, FunctionSummary]]:
         """Functions that reach a tape or a gradient check, directly or through calls the index
         resolves, callers first. Only functions whose words could say so are scanned."""
-        functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]] = {}
-        pending: list[Symbol] = []  # tapes: their callers are entry points too
-        local: set[Symbol] = set()  # a requires_grad setting, a gradient check: read where it is written
+        current: dict[str, _FileEntries] = {}
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
                 continue
-            for function in summary.functions.values():
-                symbol = Symbol("function", info.name, function.qualname, info.path)
-                functions[symbol] = (info, function)
-                if _may_reach_a_tape(function.words):
-                    relevance = _relevance(function.ops)
-                    if relevance == "tape":
-                        pending.append(symbol)
-                    elif relevance == "local":
-                        local.add(symbol)
-        calls_by_name: dict[str, list[tuple[Symbol, CallOp]]] = {}  # a called name -> (caller, call)
-        for symbol, (_, function) in functions.items():
-            for op in function.ops:
-                if op.__class__ is CallOp and op.qualified is None and op.dotted:
-                    calls_by_name.setdefault(op.method or op.func.rsplit(".", 1)[-1], []).append((symbol, op))
+            entries = self._file_entries.get(info.path)
+            if entries is None or entries.summary is not summary:
+                entries = self._file_entries[info.path] = _file_entries(info, summary)
+            current[info.path] = entries
+        functions, calls_by_name = self._merge_entries(current)
+        pending = [symbol for entries in current.values() for symbol in entries.direct]
+        local = {symbol for entries in current.values() for symbol in entries.local}
         relevant = set(pending)
         called: set[Symbol] = set()
         while pending:
@@ -167,9 +306,17 @@ class ProjectModel:
             name = target.qualname.rsplit(".", 1)[-1]
             if name == "__init__" and "." in target.qualname:
                 name = target.qualname.rsplit(".", 2)[-2]
-            for caller, op in calls_by_name.get(name, ()):
-                info, function = functions[caller]
-                if caller != target and self.static_callee(info, function, op) == target:
+            for caller, op, entries, position in calls_by_name.get(name, ()):
+                if caller == target:
+                    continue
+                if position in entries.callees:
+                    callee = entries.callees[position]
+                else:
+                    info, function = functions[caller]
+                    with self._reading() as read:
+                        callee = entries.callees[position] = self.static_callee(info, function, op)
+                    entries.reads |= read
+                if callee == target:
                     called.add(target)
                     if caller not in relevant:
                         relevant.add(caller)
@@ -182,6 +329,31 @@ class ProjectModel:
         ordered = sorted(relevant | local, key=lambda s: (not functions[s][1].is_module, s in called, s.path,
                                                   functions[s][1].first_line))
         return [functions[s] for s in ordered]
+
+    def _merge_entries(self, current: dict[str, _FileEntries]) -> tuple[dict, dict]:
+        """Every file's functions, and every call by the name it calls ((caller, call, its file's
+        entries, its position there)): the previous model's, changed where a file's entries did."""
+        previous = self._previous._merged if self._previous is not None else None
+        if previous is None:
+            before, functions, calls_by_name = {}, {}, {}
+        else:
+            before, functions, calls_by_name = previous[0], dict(previous[1]), dict(previous[2])
+        for path in [p for p in before if current.get(p) is not before[p]] + [p for p in current if p not in before]:
+            old, new = before.get(path), current.get(path)
+            if old is not None:
+                for symbol in old.functions:
+                    functions.pop(symbol, None)
+                for name in {name for name, _, _ in old.calls}:
+                    calls_by_name[name] = tuple(call for call in calls_by_name[name] if call[2] is not old)
+            if new is not None:
+                functions.update(new.functions)
+                added: dict[str, list] = {}
+                for position, (name, symbol, op) in enumerate(new.calls):
+                    added.setdefault(name, []).append((symbol, op, new, position))
+                for name, calls in added.items():
+                    calls_by_name[name] = calls_by_name.get(name, ()) + tuple(calls)
+        self._merged = (current, functions, calls_by_name)
+        return functions, calls_by_name
 
     def static_callee(self, info: ModuleInfo, function: FunctionSummary, op: CallOp) -> Symbol | None:
         """The project function a call runs (a constructor: its `__init__`), resolved without a
@@ -329,15 +501,27 @@ class ProjectModel:
             summary = self.index.summary(info)
             if summary is None:
                 continue
-            for function in summary.functions.values():
-                if not function.words & _LAUNCH_WORDS:
-                    continue
-                for op in function.ops:
-                    if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS:
-                        symbol = self.static_value(info, function, op.argument(0, "kernel"))
-                        if symbol is not None and symbol.kind == "warp":
-                            sites.setdefault(symbol, []).append(Location.of(info.path, op.loc))
+            found = self._file_sites.get(info.path)
+            if found is None or found.summary is not summary:
+                with self._reading() as read:
+                    found = _FileSites(summary, self._sites_in(info, summary), set())
+                found.reads = read
+                self._file_sites[info.path] = found
+            for symbol, location in found.sites:
+                sites.setdefault(symbol, []).append(location)
         return {symbol: tuple(found) for symbol, found in sites.items()}
+
+    def _sites_in(self, info: ModuleInfo, summary: FileSummary) -> list[tuple[Symbol, Location]]:
+        found = []
+        for function in summary.functions.values():
+            if not function.words & _LAUNCH_WORDS:
+                continue
+            for op in function.ops:
+                if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS:
+                    symbol = self.static_value(info, function, op.argument(0, "kernel"))
+                    if symbol is not None and symbol.kind == "warp":
+                        found.append((symbol, Location.of(info.path, op.loc)))
+        return found
 
     def static_value(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0) -> Symbol | None:
         """What a value names without running anything: a name, a local assigned once from a name or
@@ -428,6 +612,26 @@ class ProjectModel:
         return best
 
 
+def _file_entries(info: ModuleInfo, summary: FileSummary) -> _FileEntries:
+    functions: dict[Symbol, tuple[ModuleInfo, FunctionSummary]] = {}
+    direct: list[Symbol] = []
+    local: list[Symbol] = []
+    calls: list[tuple[str, Symbol, CallOp]] = []
+    for function in summary.functions.values():
+        symbol = Symbol("function", info.name, function.qualname, info.path)
+        functions[symbol] = (info, function)
+        if _may_reach_a_tape(function.words):
+            relevance = _relevance(function.ops)
+            if relevance == "tape":
+                direct.append(symbol)
+            elif relevance == "local":
+                local.append(symbol)
+        for op in function.ops:
+            if op.__class__ is CallOp and op.qualified is None and op.dotted:
+                calls.append((op.method or op.func.rsplit(".", 1)[-1], symbol, op))
+    return _FileEntries(summary, functions, direct, local, calls)
+
+
 def _records_anything(scope: HostScope) -> bool:
     """Whether a recording holds something a host rule reads: a tape, a gradient check, a
     `requires_grad` or `retain_grad` setting."""
@@ -476,7 +680,8 @@ _LAUNCH_WORDS = frozenset({"launch", "launch_tiled"})
 
 
 def _may_reach_a_tape(words: frozenset[str]) -> bool:
-    return bool(words & _TAPE_WORDS) or any("tape" in word.lower() for word in words)
+    # One string: no word holds a space, so "tape" is found only inside a word.
+    return bool(words & _TAPE_WORDS) or "tape" in " ".join(words).lower()
 
 
 def _class_name(function: FunctionSummary) -> str | None:

@@ -14,6 +14,7 @@ UTF-8 bytes), with exclusive ends, as findings use them.
 from __future__ import annotations
 
 import ast
+import collections
 import dataclasses
 import hashlib
 import re
@@ -488,11 +489,35 @@ _BLOCK_FIELDS = ("body", "orelse", "finalbody", "handlers", "cases")
 _NESTED_SCOPES = frozenset({ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef})
 
 
+class StatementMemo:
+    """What the top-level statements of earlier summaries defined (functions, Warp definitions,
+    classes and their imports), by the statement's text, its first line and the file's Warp names:
+    a summary of edited text reads again only the statements the edit changed or moved. The
+    least recently used entries are dropped past ``capacity``."""
+
+    def __init__(self, capacity: int = 50_000):
+        self.capacity = capacity
+        self._entries: collections.OrderedDict[tuple, list] = collections.OrderedDict()
+
+    def get(self, key: tuple) -> list | None:
+        found = self._entries.get(key)
+        if found is not None:
+            self._entries.move_to_end(key)
+        return found
+
+    def put(self, key: tuple, found: list) -> None:
+        self._entries[key] = found
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+
 class _Builder:
-    def __init__(self, tree: ast.Module, text: str, warp_aliases: dict[str, str]):
+    def __init__(self, tree: ast.Module, text: str, warp_aliases: dict[str, str], memo: StatementMemo | None = None):
         self.tree = tree
         self.text = _Text(text)
         self.warp_aliases = warp_aliases
+        self.memo = memo
+        self._found: list | None = None  # what the top-level statement being read defines, for the memo
         self.imports: list[ImportBinding] = []
         self.functions: dict[str, FunctionSummary] = {}
         self.warp_defs: dict[str, FunctionSummary] = {}
@@ -522,9 +547,45 @@ class _Builder:
         self.functions[MODULE_SCOPE] = module_function
         self._module_statements(self.tree.body, guarded=False)
         module_function.ops = _OpScanner(self, module_function, frozenset()).scan(self.tree.body)
-        self._definitions(self.tree.body, "", None)
+        names = tuple(sorted(self.warp_aliases.items()))
+        for statement in self.tree.body:
+            self._top_level_definitions(statement, names)
         return FileSummary(SUMMARY_VERSION, digest, dict(self.warp_aliases), self.imports, self.functions,
                            self.warp_defs, self.classes, self.settings, self.values, self.all_names)
+
+    def _top_level_definitions(self, statement: ast.stmt, names: tuple) -> None:
+        """The definitions in one top-level statement; from the memo when it read the same statement
+        at the same line with the same Warp names (what it defines depends on nothing else)."""
+        if self.memo is None:
+            self._definitions([statement], "", None)
+            return
+        first = _first_line(statement)
+        key = (first, "".join(self.text.lines[first - 1:statement.end_lineno or statement.lineno]), names)
+        found = self.memo.get(key)
+        if found is None:
+            self._found = []
+            self._definitions([statement], "", None)
+            found, self._found = self._found, None
+            self.memo.put(key, found)
+        else:
+            for kind, qualname, value in found:
+                self._put(kind, qualname, value)
+
+    def _put(self, kind: str, qualname: str, value: Any) -> None:
+        """Enter a definition or a function's import into the summary: the one place they enter, so
+        that a top-level statement's can be entered again from the memo."""
+        if self._found is not None:
+            self._found.append((kind, qualname, value))
+        if kind == "function":
+            self.functions.setdefault(qualname, value)
+        elif kind == "warp":  # a second definition of a name is keyed by its first line too
+            self.warp_defs[qualname if qualname not in self.warp_defs else f"{qualname}#{value.first_line}"] = value
+        elif kind == "struct":
+            self.warp_defs[qualname] = value
+        elif kind == "class":
+            self.classes[qualname] = value
+        else:
+            self.imports.append(value)
 
     def words(self, first: int, last: int) -> frozenset[str]:
         return frozenset(_IDENTIFIER.findall("".join(self.text.lines[first - 1:last])))
@@ -549,14 +610,14 @@ class _Builder:
         if isinstance(statement, ast.Import):
             for alias in statement.names:
                 if alias.asname:
-                    self.imports.append(ImportBinding(alias.asname, alias.name, None, 0, scope, statement.lineno))
+                    self._put("import", "", ImportBinding(alias.asname, alias.name, None, 0, scope, statement.lineno))
                 else:  # `import a.b` binds `a` and loads `a.b`
-                    self.imports.append(ImportBinding(alias.name.split(".")[0], alias.name, None, 0, scope,
-                                                      statement.lineno))
+                    self._put("import", "", ImportBinding(alias.name.split(".")[0], alias.name, None, 0, scope,
+                                                          statement.lineno))
         else:
             for alias in statement.names:
-                self.imports.append(ImportBinding(alias.asname or alias.name, statement.module or "", alias.name,
-                                                  statement.level, scope, statement.lineno))
+                self._put("import", "", ImportBinding(alias.asname or alias.name, statement.module or "", alias.name,
+                                                      statement.level, scope, statement.lineno))
 
     def _module_assignment(self, statement: ast.Assign | ast.AnnAssign, guarded: bool) -> None:
         targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
@@ -656,8 +717,7 @@ class _Builder:
             # A Warp definition, or one whose decorator only the index can judge (a project's own
             # decorator around `wp.kernel`): its body is kernel code, summarised by its calls.
             summary.calls_in_body = self._body_calls(node)
-            key = qualname if qualname not in self.warp_defs else f"{qualname}#{summary.first_line}"
-            self.warp_defs[key] = summary
+            self._put("warp", qualname, summary)
             if warp_kind:
                 return
         names, nested, imports = _scope_facts(node)
@@ -669,7 +729,7 @@ class _Builder:
         if nested:  # a factory or a decorator: what it returns and which Warp decorators it applies
             _factory_facts(self, summary, node)
         summary.ops = _OpScanner(self, summary, summary.local_names).scan(node.body)
-        self.functions.setdefault(qualname, summary)
+        self._put("function", qualname, summary)
         self._definitions(node.body, f"{qualname}.<locals>.", None)
 
     @staticmethod
@@ -694,11 +754,11 @@ class _Builder:
         decorators = self._decorators(node)
         summary = ClassSummary(qualname, node.name, tuple(self.code(b) for b in node.bases), decorators, methods,
                                attributes, self.text.loc(node))
-        self.classes[qualname] = summary
+        self._put("class", qualname, summary)
         if any(d.qualified == "warp.struct" for d in decorators):
             struct = FunctionSummary(qualname, node.name, (), "", decorators, self.text.loc(node), _first_line(node),
                                      node.end_lineno or node.lineno, None)
-            self.warp_defs[qualname] = struct
+            self._put("struct", qualname, struct)
             return
         self._definitions(node.body, f"{qualname}.", qualname)
 
@@ -930,7 +990,7 @@ class _OpScanner:
         return index
 
 
-_CALLED = re.compile(r"([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
+_CALLED = re.compile(r"(?<![A-Za-z_])([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
 
 _AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
               ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=", ast.BitXor: "^=", ast.LShift: "<<=",
@@ -982,6 +1042,8 @@ def text_digest(text: str) -> str:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
 
 
-def summarize(tree: ast.Module, text: str, warp_aliases: dict[str, str]) -> FileSummary:
-    """The summary of one file, from its ``ast`` tree (the triage's) and its text."""
-    return _Builder(tree, text, warp_aliases).build(text_digest(text))
+def summarize(tree: ast.Module, text: str, warp_aliases: dict[str, str], memo: StatementMemo | None = None
+              ) -> FileSummary:
+    """The summary of one file, from its ``ast`` tree (the triage's) and its text. ``memo``: what
+    earlier summaries' top-level statements defined, reused where a statement is unchanged."""
+    return _Builder(tree, text, warp_aliases, memo).build(text_digest(text))
