@@ -60,7 +60,7 @@ from warp_lint.engine import (
     input_error,
 )
 from warp_lint.files import PYTHON_SUFFIXES, is_excluded
-from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Position
+from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Position, Related
 from warp_lint.fixer import applicable, line_starts, offset_of
 from warp_lint.incremental import AnalysisMemory
 from warp_lint.options import Options
@@ -295,8 +295,21 @@ def to_diagnostic(finding: Finding, text_map: TextMap, newline: str, directives:
         code_description=types.CodeDescription(href=finding.url),
         source=SOURCE,
         tags=[types.DiagnosticTag.Unnecessary] if finding.code == "WL900" else None,
+        related_information=[_related_information(finding, related, text_map) for related in finding.related] or None,
         data=data,
     )
+
+
+def _related_information(finding: Finding, related: Related, text_map: TextMap) -> types.DiagnosticRelatedInformation:
+    """The tape, the earlier read or a call on the way, as the client's related location. Places in
+    the linted buffer go through its text map; places in other files are counted in code points."""
+    if os.path.abspath(related.path) == os.path.abspath(finding.path):
+        where = text_map.to_client_range(related.start, related.end)
+    else:
+        where = types.Range(start=types.Position(related.start.line - 1, related.start.column - 1),
+                            end=types.Position(related.end.line - 1, related.end.column - 1))
+    return types.DiagnosticRelatedInformation(
+        location=types.Location(uri=Path(related.path).resolve().as_uri(), range=where), message=related.message)
 
 
 @dataclasses.dataclass

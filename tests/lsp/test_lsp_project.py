@@ -149,3 +149,14 @@ async def test_a_client_that_cannot_be_asked_to_pull_again_sees_the_verdict(pull
     assert [verdict["status"] for verdict in result["results"]] == ["confirmed"], result
     (diagnostic,) = await wait_for_diagnostics(client, uri, lambda d: len(d) == 1 and "runtime:" in d[0].message)
     assert "runtime: confirmed: gradient-mismatch" in diagnostic.message
+
+
+async def test_related_locations_reach_the_client(client: LanguageClient, workspace: Path):
+    """The tape that records a kernel's finding, in another file, is the diagnostic's related information."""
+    kernels = open_document(client, workspace / "kernels.py", KERNELS)
+    open_document(client, workspace / "train.py", TRAIN)
+    (diagnostic,) = await wait_for_diagnostics(client, kernels, lambda d: len(d) == 1)
+    related = diagnostic.related_information or []
+    tape_line = TRAIN.splitlines().index("    with tape:")
+    assert any(r.location.uri == (workspace / "train.py").resolve().as_uri() and
+               r.location.range.start.line == tape_line and "tape" in r.message for r in related), related
