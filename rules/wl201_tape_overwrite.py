@@ -20,7 +20,8 @@ class TapeOverwrite(Rule):
     bound to the caller's arrays, and a tape kept as `self.tape` records across the methods that
     a caller runs in turn. The write is reported where it is written, with the read and the calls
     that lead there as related locations. Aliases (`q = state.q`, `a, b = b, a`) are followed; a
-    rebinding (`x = wp.zeros(...)`) is a new array. While a tape records, gradients are taken to be
+    rebinding (`x = wp.zeros(...)`) is a new array, and so is each access to a `@property` that
+    picks an element by a counter (`return self.states[self.sim_tick]`). While a tape records, gradients are taken to be
     required: an arm that runs only without them (`else` of `if state.requires_grad:`, `if not
     requires_grad:`) is not followed. Arrays held in the fields of a `@wp.struct`
     count as arrays: a kernel reading `s.q[i]` of a struct argument `state` reads `state.q`, and a
@@ -237,6 +238,57 @@ class TapeOverwrite(Rule):
                         wp.launch(square, 3, inputs=[z], outputs=[x])
                     wp.launch(square, 3, inputs=[y], outputs=[loss])
                 tape.backward(loss)
+            """),
+        # A property that picks the state by a counter (`states[sim_tick]`) may give another array each time.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def forces(q: wp.array(dtype=float), f: wp.array(dtype=float)):
+                i = wp.tid()
+                f[i] = wp.sin(q[i])
+
+            @wp.kernel
+            def integrate(q: wp.array(dtype=float), f: wp.array(dtype=float), q_out: wp.array(dtype=float)):
+                i = wp.tid()
+                q_out[i] = q[i] + f[i] * f[i]
+
+            class State:
+                def __init__(self, n):
+                    self.q = wp.zeros(n, dtype=float, requires_grad=True)
+                    self.f = wp.zeros(n, dtype=float, requires_grad=True)
+
+            class Drone:
+                def __init__(self, n, ticks):
+                    self.n = n
+                    self.sim_tick = 0
+                    self.requires_grad = True
+                    self.states = [State(n) for _ in range(ticks + 1)]
+
+                @property
+                def state(self):
+                    return self.states[self.sim_tick if self.requires_grad else 0]
+
+                @property
+                def next_state(self):
+                    return self.states[self.sim_tick + 1 if self.requires_grad else 1]
+
+            class Example:
+                def __init__(self):
+                    self.drone = Drone(4, 8)
+                    self.loss = wp.zeros(1, dtype=float, requires_grad=True)
+
+                def update(self, drone: Drone):
+                    wp.launch(forces, drone.n, inputs=[drone.state.q], outputs=[drone.state.f])
+                    wp.launch(integrate, drone.n, inputs=[drone.state.q, drone.state.f], outputs=[drone.next_state.q])
+                    drone.sim_tick += 1
+
+                def forward_backward(self):
+                    self.tape = wp.Tape()
+                    with self.tape:
+                        for _ in range(8):
+                            self.update(self.drone)
+                    self.tape.backward(self.loss)
             """),
         # One buffer per step, picked by the step index the caller passes in.
         Example("""

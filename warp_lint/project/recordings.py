@@ -15,6 +15,7 @@ turn. Depth and size are bounded; past the bounds a call is not followed.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
 from typing import Callable
 
@@ -63,6 +64,7 @@ from warp_lint.project.summary import (
 MAX_CALL_DEPTH = 8
 MAX_EVENTS = 10_000
 # A name in an element's index (not an attribute, not already a key).
+PICKED = re.compile(r"\[[^\]]*[A-Za-z_]")  # a subscript whose index names something
 SUBSCRIPT_NAME = re.compile(r"(?<![\w.@])[A-Za-z_]\w*(?![\w@])")
 
 
@@ -187,6 +189,11 @@ class Recorder:
                 symbol, instance = self.symbols.get(key), self.types.get(key)
             elif instance is not None:
                 member = self.index.class_member(instance, attribute)
+                if member is not None and self._picks_by_counter(member):
+                    # `drone.state` returning `self.states[self.sim_tick]`: each access may be another
+                    # array, so it gets a key of its own
+                    self.next_id += 1
+                    return Result(f"{path}#{self.next_id}{rest}")
                 symbol, instance = (member, None) if member is not None else (None, self.index.attribute_class(instance,
                                                                                                          attribute))
             elif symbol is not None:
@@ -199,6 +206,15 @@ class Recorder:
             # is known as the caller's loop counter it was passed
             rest = SUBSCRIPT_NAME.sub(lambda m: frame.names.get(m.group(0), m.group(0)), rest)
         return Result(key + rest, symbol, instance)
+
+    @functools.lru_cache(maxsize=None)
+    def _picks_by_counter(self, member: Symbol) -> bool:
+        """A `@property` whose value is an element picked by something other than a literal
+        (`return self.states[self.sim_tick if self.requires_grad else 0]`)."""
+        function = self.index.function(member) if member.kind == "function" else None
+        if function is None or not any(d.code in ("property", "functools.cached_property") for d in function.decorators):
+            return False
+        return any(PICKED.search(op.value.code) for op in function.ops if isinstance(op, ReturnOp) and op.value)
 
     def _annotate(self, info: ModuleInfo, function: FunctionSummary, key: str, name: str, annotation: str) -> None:
         if not annotation or key in self.types:
