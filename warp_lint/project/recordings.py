@@ -191,9 +191,9 @@ class Recorder:
                 member = self.index.class_member(instance, attribute)
                 if member is not None and self._picks_by_counter(member):
                     # `drone.state` returning `self.states[self.sim_tick]`: each access may be another
-                    # array, so it gets a key of its own
-                    self.next_id += 1
-                    return Result(f"{path}#{self.next_id}{rest}")
+                    # array, made where it is read (so a loop that reads it reads a new one each pass)
+                    key, symbol, instance = f"{path}@{self.order}", None, None
+                    continue
                 symbol, instance = (member, None) if member is not None else (None, self.index.attribute_class(instance,
                                                                                                          attribute))
             elif symbol is not None:
