@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from warp_lint.engine import FileSettings, analyse_source
+from warp_lint.engine import FileSettings, analyse_bytes, analyse_source
 from warp_lint.incremental import AnalysisMemory
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceFile
@@ -203,7 +203,9 @@ def test_incremental_edits_lint_as_a_full_lint(project: Path, original, edits):
         assert analysis.summary == reference.summary
         incremental = session.lint_source(_source(path, text), SETTINGS).findings
         path.write_text(text, encoding="utf-8")  # the command line reads it from disk
-        full = Workspace.for_files([path]).results([reference], lambda _: SETTINGS)[0].findings
+        # As the command line reads it: a file that never mentions `warp` is not parsed at all.
+        on_disk = analyse_bytes(str(path), text.encode("utf-8"), SETTINGS)
+        full = Workspace.for_files([path]).results([on_disk], lambda _: SETTINGS)[0].findings
         assert incremental == full, (kind, where, pick)
 
 
