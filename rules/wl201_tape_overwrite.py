@@ -290,6 +290,33 @@ class TapeOverwrite(Rule):
                             self.update(self.drone)
                     self.tape.backward(self.loss)
             """),
+        # `claim` has its backward disabled: `backward()` never replays it.
+        Example("""
+            import warp as wp
+
+            @wp.struct
+            class Contacts:
+                pos: wp.array(dtype=float)
+
+            @wp.kernel(enable_backward=False)
+            def claim(data: Contacts, owner: wp.array(dtype=int)):
+                i = wp.tid()
+                if data.pos[i] * data.pos[i] < 1.0:
+                    owner[i] = i
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i]
+
+            def run(data, owner, x, loss, n):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(claim, n, inputs=[data], outputs=[owner])
+                    wp.launch(square, n, inputs=[x], outputs=[data.pos])
+                    wp.launch(square, n, inputs=[data.pos], outputs=[loss])
+                tape.backward(loss)
+            """),
         # One buffer per step, picked by the step index the caller passes in.
         Example("""
             import warp as wp

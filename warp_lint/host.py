@@ -273,6 +273,8 @@ class Launch:
         unless the kernel's model shows every read of that parameter linear, so that overwriting
         the array in between changes no gradient."""
         kernel = self.kernel
+        if kernel is not None and not kernel.differentiable:
+            return False  # backward disabled: its adjoint never runs, struct fields included
         return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
             ref.param in kernel.value_reads
 
