@@ -93,6 +93,7 @@ class Dataflow:
         self._stack: list = []
         self._count = 0
         self._active_names: set[str] | None = None
+        self._exposed_reads: dict[tuple[str, int], frozenset[int]] = {}  # (local, loop) -> see _exposed
         # Twice: which names are active decides whether a product is linear (`x * w` is when `w`
         # carries no gradient), and which names are active is only known after a first pass.
         self._scan(function.node.body)
@@ -154,7 +155,7 @@ class Dataflow:
                 return
             found = list(self._walk(value, LINEAR, "", small, sequence))
             self.uses.extend(found)
-            targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else [small.target]
+            targets = _targets(small)
             for target in targets:
                 receivers = self._receivers(target, value, small)
                 for receiver in receivers:
@@ -490,9 +491,7 @@ class Dataflow:
             for use in self.uses:
                 if use.name in found and use.position == LINEAR and isinstance(use.statement, (
                         cst.Assign, cst.AnnAssign, cst.AugAssign)):
-                    targets = [t.target for t in use.statement.targets] if isinstance(use.statement, cst.Assign) \
-                        else [use.statement.target]
-                    for target in targets:
+                    for target in _targets(use.statement):
                         root = _root(target)
                         if root and root not in found and root not in self.arrays and root not in self.views:
                             found.add(root)
@@ -526,13 +525,7 @@ class Dataflow:
         use = next((u for u in direct if u.position in wanted and overwritten(u)), None)
         if use is not None:
             return use
-        bound = set()
-        for use in direct:
-            statement = use.statement
-            if use.position == LINEAR and isinstance(statement, (cst.Assign, cst.AnnAssign)):
-                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
-                    statement.target]
-                bound |= {t.value for t in targets if isinstance(t, cst.Name)}
+        bound = _assigned_linearly(direct)
         if not bound:
             return None
         return next((u for u in self.needing_uses(self.linear_derivatives(bound), indices=indices)
@@ -546,16 +539,22 @@ class Dataflow:
         and `C` assigned in both arms of an `if` before `acc += C * C`, in `range(n)` loops)."""
         return bool(self._exposed(name, loop))
 
-    def _exposed(self, name: str, loop: Loop) -> set[int]:
+    def _exposed(self, name: str, loop: Loop) -> frozenset[int]:
         """id() of the statements of ``loop`` that read ``name``'s value from the previous pass."""
-        node = loop.node
-        if isinstance(node, cst.For) and name in _bound_names(node.target):
-            return set()
-        walk = _ExposedRead(name, self._reads)
-        if isinstance(node, cst.While) and name in self._reads.get(id(node), ()):
-            walk.found.append(id(node))
-        walk.block(node.body, False)
-        return set(walk.found)
+        key = (name, id(loop.node))
+        found = self._exposed_reads.get(key)
+        if found is None:
+            node = loop.node
+            if isinstance(node, cst.For) and name in _bound_names(node.target):
+                found = frozenset()
+            else:
+                walk = _ExposedRead(name, self._reads)
+                if isinstance(node, cst.While) and name in self._reads.get(id(node), ()):
+                    walk.found.append(id(node))
+                walk.block(node.body, False)
+                found = frozenset(walk.found)
+            self._exposed_reads[key] = found
+        return found
 
     @functools.cached_property
     def _reads(self) -> dict[int, set[str]]:
@@ -574,13 +573,7 @@ class Dataflow:
         `while` loop; an array only compared passes no gradient)."""
         exposed = set().union(*(self._exposed(name, loop) for name in names))
         carried = [u for u in self.uses if u.name in names and id(u.statement) in exposed and loop in u.loops]
-        bound = set()
-        for use in carried:
-            statement = use.statement
-            if use.position == LINEAR and isinstance(statement, (cst.Assign, cst.AnnAssign)):
-                targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [
-                    statement.target]
-                bound |= {t.value for t in targets if isinstance(t, cst.Name)} - names
+        bound = _assigned_linearly(carried) - names
         derived = self.linear_derivatives(bound) if bound else set()
         for use in carried:
             if use.position in (NONLINEAR, BRANCH) or (use.indexes is not None and "@" + use.indexes in self.useful):
@@ -599,6 +592,21 @@ def dataflow_of(function: FunctionModel, names: WarpNames) -> Dataflow:
         cached = Dataflow(function, names, writing)
         function._dataflow = cached
     return cached
+
+
+def _targets(statement) -> list:
+    """What an assignment (`=`, annotated, augmented) assigns to; nothing for other statements."""
+    if isinstance(statement, cst.Assign):
+        return [t.target for t in statement.targets]
+    if isinstance(statement, (cst.AnnAssign, cst.AugAssign)):
+        return [statement.target]
+    return []
+
+
+def _assigned_linearly(uses) -> set[str]:
+    """The locals that plain (not augmented) assignments bind to a value in which these uses are linear."""
+    return {target.value for use in uses if use.position == LINEAR and isinstance(use.statement, (
+        cst.Assign, cst.AnnAssign)) for target in _targets(use.statement) if isinstance(target, cst.Name)}
 
 
 def _nonlinear(position: str) -> str:
@@ -692,9 +700,7 @@ class _ExposedRead:
     def _reads_name(self, small) -> bool:
         if self.name in self.reads.get(id(small), ()):
             return True
-        targets = [t.target for t in small.targets] if isinstance(small, cst.Assign) else \
-            [small.target] if isinstance(small, (cst.AnnAssign, cst.AugAssign)) else []
-        for target in targets:
+        for target in _targets(small):
             if isinstance(small, cst.AugAssign) and _root(target) == self.name:
                 return True  # `s += x` reads `s`
             if isinstance(target, (cst.Subscript, cst.Attribute)) and _root(target) == self.name:
