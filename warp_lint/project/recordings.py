@@ -15,7 +15,6 @@ turn. Depth and size are bounded; past the bounds a call is not followed.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import re
 from typing import Callable
 
@@ -207,7 +206,6 @@ class Recorder:
             rest = SUBSCRIPT_NAME.sub(lambda m: frame.names.get(m.group(0), m.group(0)), rest)
         return Result(key + rest, symbol, instance)
 
-    @functools.lru_cache(maxsize=None)
     def _picks_by_counter(self, member: Symbol) -> bool:
         """A `@property` whose value is an element picked by something other than a literal
         (`return self.states[self.sim_tick if self.requires_grad else 0]`)."""
