@@ -273,10 +273,11 @@ class Launch:
         unless the kernel's model shows every read of that parameter linear, so that overwriting
         the array in between changes no gradient."""
         kernel = self.kernel
-        if kernel is not None and not kernel.differentiable:
+        if kernel is None:
+            return True
+        if not kernel.differentiable:
             return False  # backward disabled: its adjoint never runs, struct fields included
-        return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
-            ref.param in kernel.value_reads
+        return self._listed(ref, kernel.value_reads)
 
     @property
     def differentiable(self) -> bool:
@@ -288,10 +289,16 @@ class Launch:
         kernel's model shows its values reach no differentiable output (read only in comparisons
         and indices, or the kernel writes no float array)."""
         kernel = self.kernel
-        if kernel is not None and ref in self.struct_refs:
+        if kernel is None:
+            return True
+        if ref in self.struct_refs:
             return ref.param not in kernel.integer_fields
-        return kernel is None or ref not in self.refs or ref.param not in kernel.effects or \
-            ref.param in kernel.gradient_reads
+        return self._listed(ref, kernel.gradient_reads)
+
+    def _listed(self, ref: ArrayRef, params: frozenset[str]) -> bool:
+        """Whether the array parameter ``ref`` binds is in ``params``, one of the kernel's fact sets;
+        True where the facts cannot say (a struct field, a parameter without recorded effects)."""
+        return ref not in self.refs or ref.param not in self.kernel.effects or ref.param in params
 
     def writes(self, convention: bool = False) -> list[ArrayRef]:
         """The array arguments the kernel writes or accumulates into (``convention``: `outputs=`)."""

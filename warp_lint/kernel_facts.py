@@ -54,7 +54,8 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
-    value_reads, gradient_reads = _reads_that_matter(function, names, _writes_struct_floats(function, index, structs))
+    value_reads, gradient_reads = _reads_that_matter(function, names, effects,
+                                                     _writes_struct_floats(function, index, structs))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable)
@@ -88,7 +89,7 @@ def _writes_struct_floats(function: FunctionModel, index: KernelIndex, structs: 
     return False
 
 
-def _reads_that_matter(function: FunctionModel, names: WarpNames,
+def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]],
                        writes_struct_fields: bool) -> tuple[frozenset[str], frozenset[str]]:
     """The array parameters whose read values the adjoint reads again when ``backward()`` replays
     the kernel (``value_reads``), and those whose values flow into a differentiable output, so that
@@ -104,12 +105,12 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames,
     arrays = function.arrays
     if function.kind == "kernel" and not writes_struct_fields and not any(
             kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
-            for name, kinds in function.effects().items()):
+            for name, kinds in effects.items()):
         return frozenset(), frozenset()
     flow = dataflow_of(function, names)
     passed_whole = {use.name for use in flow.uses if use.name in arrays and use.position != INDEX}
     values, gradients = set(), set()
-    for param, kinds in function.effects().items():
+    for param, kinds in effects.items():
         if "read" not in kinds:
             continue
         reads = function.reads(param)
