@@ -414,8 +414,6 @@ def _gradient_test(test: ast.AST) -> tuple[bool | None, bool]:
     not (False), or says nothing of it (None); and whether it says nothing else (so its `else`
     holds exactly where it does not). `state.requires_grad`, a local `requires_grad`, `not ...`,
     and `and` with one such operand are read."""
-    if isinstance(test, ast.Constant) and isinstance(test.value, (bool, int)):
-        return None, True
     if isinstance(test, ast.Attribute) and test.attr == "requires_grad" or \
             isinstance(test, ast.Name) and test.id == "requires_grad":
         return True, True
