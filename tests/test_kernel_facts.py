@@ -22,15 +22,22 @@ def twice(v: float):
 '''
 
 
-def value_reads(body: str, params: str = "y: wp.array(dtype=float), idx: wp.array(dtype=int), "
-                                          "s: float, z: wp.array(dtype=float)") -> set[str]:
-    source = f"import warp as wp\n{HELPERS}\n@wp.kernel\ndef k({params}):\n" + \
-        textwrap.indent(textwrap.dedent(body), "    ")
+def facts_of(source: str, name: str = "k"):
+    """The facts of the kernel ``name`` defined in ``source``."""
     module = cst.parse_module(source)
     names = WarpNames.from_triage(triage(source, whole_file=True))
     index = build_kernel_index(module, names, build_module_options(module, names))
-    (kernel,) = [f for f in index.functions if f.name == "k"]
-    return set(kernel_facts(kernel, index, names).value_reads)
+    (kernel,) = [f for f in index.functions if f.name == name]
+    return kernel_facts(kernel, index, names)
+
+
+def kernel_source(body: str, params: str, helpers: str = "") -> str:
+    return f"import warp as wp\n{helpers}\n@wp.kernel\ndef k({params}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+def value_reads(body: str, params: str = "y: wp.array(dtype=float), idx: wp.array(dtype=int), "
+                                          "s: float, z: wp.array(dtype=float)") -> set[str]:
+    return set(facts_of(kernel_source(body, params, HELPERS)).value_reads)
 
 
 @pytest.mark.parametrize("body, needed", [
@@ -63,18 +70,10 @@ def test_a_kernel_writing_struct_fields_has_outputs():
             i = wp.tid()
             data.point[i] = src[perm[i]]
         """)
-    module = cst.parse_module(source)
-    names = WarpNames.from_triage(triage(source, whole_file=True))
-    index = build_kernel_index(module, names, build_module_options(module, names))
-    (kernel,) = [f for f in index.functions if f.name == "gather"]
-    assert kernel_facts(kernel, index, names).value_reads == {"perm"}
+    assert facts_of(source, "gather").value_reads == {"perm"}
     integer_fields = source.replace("point: wp.array(dtype=float)", "point: wp.array(dtype=int)").replace(
         "src: wp.array(dtype=float)", "src: wp.array(dtype=int)")
-    module = cst.parse_module(integer_fields)
-    names = WarpNames.from_triage(triage(integer_fields, whole_file=True))
-    index = build_kernel_index(module, names, build_module_options(module, names))
-    (kernel,) = [f for f in index.functions if f.name == "gather"]
-    assert kernel_facts(kernel, index, names).value_reads == set()  # integer matches only
+    assert facts_of(integer_fields, "gather").value_reads == set()  # integer matches only
 
 
 def test_a_kernel_without_differentiable_outputs_needs_no_values():
@@ -84,11 +83,7 @@ def test_a_kernel_without_differentiable_outputs_needs_no_values():
 
 
 def gradient_reads(body: str, params: str) -> set[str]:
-    source = f"import warp as wp\n\n@wp.kernel\ndef k({params}):\n" + textwrap.indent(textwrap.dedent(body), "    ")
-    module = cst.parse_module(source)
-    names = WarpNames.from_triage(triage(source, whole_file=True))
-    index = build_kernel_index(module, names, build_module_options(module, names))
-    return set(kernel_facts(index.functions[0], index, names).gradient_reads)
+    return set(facts_of(kernel_source(body, params)).gradient_reads)
 
 
 @pytest.mark.parametrize("body, passes", [
@@ -111,9 +106,6 @@ def test_a_kernel_without_backward_needs_nothing():
             i = wp.tid()
             dst[i] = src[perm[i]] * src[perm[i]]
         """)
-    module = cst.parse_module(source)
-    names = WarpNames.from_triage(triage(source, whole_file=True))
-    index = build_kernel_index(module, names, build_module_options(module, names))
-    facts = kernel_facts(index.functions[0], index, names)
+    facts = facts_of(source, "gather")
     assert facts.value_reads == set() and not facts.differentiable
     assert facts.gradient_reads == {"src"}  # its outputs still depend on `src` (WL205 reports the launch)
