@@ -59,14 +59,15 @@ def _progress(message: str) -> None:
         sys.stderr.flush()
 
 
-def run(files: dict[str, list], python: Path, cache: str, timeout: float, label: str) -> dict[str, float]:
+def run(files: dict[str, list], python: Path, device: str, cache: str, timeout: float,
+        label: str) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for number, (path, findings) in enumerate(sorted(files.items()), start=1):
         for finding in findings:
             finding.confirmation = None
         _progress(f"[{label}] {number}/{len(files)} {os.path.basename(path)} ({len(findings)} findings)")
         started = time.perf_counter()
-        confirm_findings(findings, device="cpu", timeout=timeout, cache_dir=cache, python=str(python))
+        confirm_findings(findings, device=device, timeout=timeout, cache_dir=cache, python=str(python))
         seconds[path] = time.perf_counter() - started
     _progress("")
     return seconds
@@ -103,9 +104,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--static", type=Path, help="keep the static pass's findings in this pickle and reuse them")
     parser.add_argument("--verdicts", type=Path, default=Path("confirm-realcode-verdicts.json"),
                         help="where the verdicts go (JSON)")
+    parser.add_argument("--device", default="cpu", help="Warp device the experiments run on (default cpu)")
+    parser.add_argument("--python", type=Path,
+                        help="an interpreter where the projects import (default: the scratch venv, created once); "
+                             "the corpus is whichever of them it has")
     arguments = parser.parse_args(argv)
 
-    python = realcode.ensure_env()
+    python = arguments.python or realcode.ensure_env()
     versions = realcode.installed_versions(python)
     if arguments.static and arguments.static.exists():
         everything = pickle.loads(arguments.static.read_bytes())
@@ -117,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     if arguments.files:
         names = sorted(random.Random(arguments.seed).sample(names, min(arguments.files, len(names))))
     files = {name: everything[name] for name in names}
-    print(f"corpus: {', '.join(f'{k} {v}' for k, v in versions.items())}; {len(everything)} files with "
+    print(f"corpus: {', '.join(f'{k} {v}' for k, v in versions.items() if v)}; {len(everything)} files with "
           f"{sum(map(len, everything.values()))} kernel findings; sampled {len(files)} files "
           f"({sum(map(len, files.values()))} findings, seed {arguments.seed})")
 
@@ -125,16 +130,17 @@ def main(argv: list[str] | None = None) -> int:
     if not arguments.cache:
         shutil.rmtree(cache, ignore_errors=True)
     os.makedirs(cache, exist_ok=True)
-    cold = run(files, python, cache, arguments.timeout, "cold")
+    cold = run(files, python, arguments.device, cache, arguments.timeout, "cold")
     result = summary(files)
-    warm = run(files, python, cache, arguments.timeout, "warm") if arguments.warm else None
+    warm = run(files, python, arguments.device, cache, arguments.timeout, "warm") if arguments.warm else None
     if warm is not None:
         warm_result = summary(files)
         result["warm_same_verdicts"] = warm_result["statuses"] == result["statuses"]
 
-    site = str(realcode.site_packages(python))
+    packages = realcode.package_dirs(python, sorted({p.package for p in realcode.projects(python)}))
+    site = os.path.commonpath([str(folder.parent) for folder in packages.values()])
     document = {
-        "versions": versions, "seed": arguments.seed, "sampled_files": len(files), "summary": result,
+        "versions": versions, "device": arguments.device, "seed": arguments.seed, "sampled_files": len(files), "summary": result,
         "time_per_file": {"cold": _times(cold), **({"warm": _times(warm)} if warm else {})},
         "files": [
             {"path": os.path.relpath(path, site), "cold_s": round(cold[path], 2),

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import subprocess
 import sys
@@ -61,23 +62,35 @@ def site_packages(python: Path) -> Path:
     return Path(out.stdout.strip())
 
 
+def package_dirs(python: Path, packages: list[str]) -> dict[str, Path]:
+    """Where each package that ``python`` can import lives (``PYTHONPATH`` counts); missing ones are left out."""
+    code = ("import importlib.util, json, sys; specs = {n: importlib.util.find_spec(n) for n in sys.argv[1:]}; "
+            "print(json.dumps({n: list(s.submodule_search_locations)[0] for n, s in specs.items() if s}))")
+    out = subprocess.run([str(python), "-c", code, *packages], check=True, capture_output=True, text=True)
+    return {name: Path(folder) for name, folder in json.loads(out.stdout).items()}
+
+
 def projects(python: Path) -> list[Project]:
-    """The corpus: warp-lang's examples and tests, newton, mujoco-warp."""
-    site = site_packages(python)
-    return [
-        Project("warp-lang examples", site / "warp" / "examples", "warp"),
-        Project("warp-lang tests", site / "warp" / "tests", "warp"),
-        Project("newton", site / "newton", "newton"),
-        Project("mujoco-warp", site / "mujoco_warp", "mujoco_warp"),
+    """The corpus: warp-lang's examples and tests, newton, mujoco-warp (those ``python`` has installed)."""
+    found = package_dirs(python, ["warp", "newton", "mujoco_warp"])
+    wanted = [
+        Project("warp-lang examples", Path("examples"), "warp"),
+        Project("warp-lang tests", Path("tests"), "warp"),
+        Project("newton", Path(), "newton"),
+        Project("mujoco-warp", Path(), "mujoco_warp"),
     ]
+    return [dataclasses.replace(p, root=found[p.package] / p.root) for p in wanted if p.package in found]
 
 
-def installed_versions(python: Path) -> dict[str, str]:
-    code = ("import importlib.metadata as m, json; print(json.dumps({n: m.version(n) for n in "
-            + repr(list(PINS)) + "}))")
+def installed_versions(python: Path) -> dict[str, str | None]:
+    code = ("import importlib.metadata as m, json\n"
+            "def version(n):\n"
+            "    try:\n"
+            "        return m.version(n)\n"
+            "    except m.PackageNotFoundError:\n"
+            "        return None\n"
+            "print(json.dumps({n: version(n) for n in " + repr(list(PINS)) + "}))")
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
-    import json
-
     return json.loads(out.stdout)
 
 

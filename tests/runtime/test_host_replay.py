@@ -2,7 +2,8 @@
 
 ``fixtures/host_replay`` holds one small program per case (kernels in ``replay_kernels.py``, imported by
 name): a real tape overwrite (confirmed, with numbers), an overwrite whose reader is linear in the
-array (cleared), a step loop with two overwrites (one confirmed and one cleared, each judged with
+array (cleared), one whose effect hides inside finite differences' tolerance (confirmed by the
+two tape gradients), a step loop with two overwrites (one confirmed and one cleared, each judged with
 the other removed), a write between the tape block and ``backward()`` (WL211, confirmed), an
 overwrite through a struct field (no plan: the verdict says why and points to ``warp-lint trace``),
 and the near-miss with one buffer per step (no finding at all). The planted findings carry
@@ -66,6 +67,16 @@ def test_a_real_tape_overwrite_is_confirmed_with_numbers(verdicts):
     evidence = confirmation["evidence"]
     assert "fail" in evidence["table"] and "fail" not in evidence["counterfactual_table"]
     assert evidence["loss"]["original"] == evidence["loss"]["counterfactual"]
+
+
+def test_an_overwrite_inside_the_finite_difference_tolerance_is_confirmed_by_the_tape_gradients(verdicts):
+    _, found = verdicts
+    confirmation = found[("small_effect.py", _line("small_effect.py", "# expect: WL201"))]["confirmation"]
+    assert confirmation["status"] == "confirmed", confirmation["reason"]
+    assert "fail" not in confirmation["evidence"]["table"]
+    shift = confirmation["evidence"]["gradient_shift"]
+    assert shift["input"] == "x" and shift["relative"] > 1e-3 and shift["ad"] != shift["ad_without"]
+    assert "only the tape gradients tell them apart" in confirmation["reason"]
 
 
 def test_an_overwrite_a_linear_reader_never_needs_is_cleared(verdicts):

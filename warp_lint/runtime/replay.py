@@ -416,10 +416,43 @@ def _replay(plan: dict[str, Any], base_path: str, module_name: str, device: str,
         return _verdict(Status.INCONCLUSIVE, Reason.DOES_NOT_MATTER,
                         f"the loss does not depend on the values of `{original}` the overwrite replaces: the "
                         "agreement says nothing of the overwrite", evidence)
+    shift = _gradient_shift(sequence, loss, counterfactual, fresh_loss, inputs)
+    if shift is not None:
+        # Finite differences resolve a gradient only to their tolerance; the two tape gradients
+        # are exact up to rounding, and the sequences differ in nothing but the overwrite.
+        evidence["gradient_shift"] = shift
+        return _verdict(Status.CONFIRMED, Reason.GRADIENT_MISMATCH, (
+            f"the tape gradient of the loss changes when {_step_name(plan, overwrite)} writes a fresh buffer "
+            f"instead of `{original}`, although the loss does not: d {loss} / d {shift['input']}[{shift['index']}] "
+            f"is {shift['ad']:.6g} with the overwrite and {shift['ad_without']:.6g} without it (relative "
+            f"difference {shift['relative']:.2g}); at these inputs both lie within the finite-difference "
+            f"tolerance, so only the tape gradients tell them apart"), evidence)
     return _verdict(Status.CLEARED, Reason.GRADIENT_MATCHES,
                     f"the tape gradient of the loss matches finite differences of the whole sequence for "
                     f"{', '.join(inputs)}: the overwrite by {_step_name(plan, overwrite)} does not change it",
                     evidence)
+
+
+GRADIENT_SHIFT_RTOL = 1e-3  # far above float32 rounding of a short launch sequence
+
+
+def _gradient_shift(sequence: SequenceUnderTest, loss: str, counterfactual: SequenceUnderTest, fresh_loss: str,
+                    inputs: list[str]) -> dict[str, Any] | None:
+    """Where the tape gradients of the sequence and of its overwrite-free twin differ beyond rounding
+    (the same loss seeds both), else None."""
+    seed = np.ones_like(sequence.forward()[loss])
+    with_overwrite = sequence.backward({loss: seed}, inputs)
+    without = counterfactual.backward({fresh_loss: seed}, inputs)
+    worst = None
+    for name in inputs:
+        difference = np.abs(with_overwrite[name] - without[name])
+        scale = max(float(np.max(np.abs(without[name]), initial=0.0)), 1e-6)
+        index = int(np.argmax(difference)) if difference.size else 0
+        relative = float(difference[index]) / scale if difference.size else 0.0
+        if relative > GRADIENT_SHIFT_RTOL and (worst is None or relative > worst["relative"]):
+            worst = {"input": name, "index": index, "ad": float(with_overwrite[name][index]),
+                     "ad_without": float(without[name][index]), "relative": relative}
+    return worst
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
