@@ -127,7 +127,19 @@ def main(argv: list[str]) -> int:
         confirmation.setdefault("device", device)
         confirmation["config"] = warp_settings(wp) | confirmation.get("config", {})
         results.write({"event": "result", "id": finding["id"], "confirmation": _clean(confirmation)})
+        if not _device_usable(wp, device):
+            # A CUDA fault (an illegal address, say) is sticky: every later call on this context
+            # fails. The parent gives the remaining findings to a fresh child.
+            return 0
     return 0
+
+
+def _device_usable(wp, device: str) -> bool:
+    try:
+        wp.synchronize_device(device)
+    except RuntimeError:
+        return False
+    return True
 
 
 def _describe_exception(error: BaseException) -> str:
