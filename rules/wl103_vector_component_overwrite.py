@@ -42,8 +42,9 @@ class VectorComponentOverwrite(Rule):
     `wp.config.enable_vector_component_overwrites = True` before the module is loaded.
 
     ## Warp versions
-    `>=1.7`. Not reported where `wp.config.enable_vector_component_overwrites = True` or the
-    module option of that name is set before the kernel is defined. Measured on a `wp.mat33` of
+    `>=1.7`. Not reported where `wp.config.enable_vector_component_overwrites = True` (at module
+    level, or in a test module's `setUpModule()`) or the module option of that name is set before
+    the kernel is defined. Measured on a `wp.mat33` of
     zeros: `for i in range(3): m[i, i] = d[i] * k` matches finite differences on 1.4.2, 1.12.1,
     1.13.0, 1.14.0 and 1.19.0; a second loop `m[i, i] = m[i, i] + r[i]` doubles the gradient of
     `d` (AD 11.94 for FD 5.97) on 1.12.1 through 1.19.0 and matches on 1.4.2; the first loop alone
@@ -89,6 +90,24 @@ class VectorComponentOverwrite(Rule):
             import warp as wp
 
             wp.config.enable_vector_component_overwrites = True
+
+            @wp.kernel
+            def zero_y(vel: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                v = vel[i]
+                v.y = 0.0
+                out[i] = v
+            """),
+        # A test module that turns the setting on before its tests launch anything (Warp's own
+        # `test_quat_assign_copy.py` does).
+        Example("""
+            import warp as wp
+
+            def setUpModule():
+                wp.config.enable_vector_component_overwrites = True
+
+            def tearDownModule():
+                wp.config.enable_vector_component_overwrites = False
 
             @wp.kernel
             def zero_y(vel: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):

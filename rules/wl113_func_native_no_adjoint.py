@@ -18,7 +18,8 @@ class FuncNativeNoAdjoint(Rule):
     Flags `@wp.func_native(snippet)` functions that have no `adj_snippet` (keyword or second
     positional argument), take a floating-point value or array, and are called by a
     differentiable kernel or `@wp.func` in the same file. Native functions given an
-    `adj_snippet`, functions on integers and handles only, ones called only from kernels with
+    `adj_snippet`, functions on integers and handles only, ones that hand back an array (reads
+    through the handle are differentiated as reads of the array), ones called only from kernels with
     `enable_backward=False`, and ones with a `wp.ref[T]` parameter (Warp 1.19 refuses those in a
     backward kernel with an error) are not flagged.
 
@@ -77,6 +78,19 @@ class FuncNativeNoAdjoint(Rule):
             def tag(ids: wp.array(dtype=int)):
                 label(ids, wp.tid())
             '''),
+        # Handing back an array handle: reads through it are reads of `x` (measured right on 1.19).
+        Example('''
+            import warp as wp
+
+            @wp.func_native("return arr;")
+            def passthrough(arr: wp.array(dtype=float)) -> wp.array(dtype=float): ...
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                a = passthrough(x)
+                out[i] = a[i] * a[i]
+            '''),
     ]
     INVALID = [
         Example('''
@@ -134,6 +148,10 @@ def _has_adjoint(native: FunctionModel) -> bool:
 def _carries_gradient(native: FunctionModel) -> bool:
     """A parameter that can carry a gradient; False too when a `wp.ref[T]` parameter makes Warp refuse
     the call from a backward kernel (an error, not a silent zero)."""
+    if native.node.returns is not None and _is_array(native.node.returns.annotation):
+        # It hands back an array: the handle carries the array's own gradient storage, and reads
+        # through it are differentiated as reads of that array (measured right on 1.19).
+        return False
     carries = False
     for param in native.params:
         kind, annotation = param.type.kind, param.type.annotation.replace(" ", "")
@@ -143,3 +161,10 @@ def _carries_gradient(native: FunctionModel) -> bool:
             continue
         carries = True
     return carries
+
+
+def _is_array(annotation: cst.BaseExpression) -> bool:
+    head = annotation.value if isinstance(annotation, cst.Subscript) else annotation
+    head = head.func if isinstance(head, cst.Call) else head
+    return isinstance(head, (cst.Attribute, cst.Name)) and \
+        (head.attr.value if isinstance(head, cst.Attribute) else head.value).startswith("array")

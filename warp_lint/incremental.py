@@ -42,7 +42,7 @@ from warp_lint.names import import_skeleton
 from warp_lint.project.summary import WARP_DECORATOR_KINDS, FileSummary, StatementMemo
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceFile, common_ends, split_lines
-from warp_lint.triage import Triage, synthesize
+from warp_lint.triage import Triage, is_setup_hook, synthesize
 
 # A line mark is MARK_BASE + part * PART_SPAN + (line within the part, from 1).
 MARK_BASE = 7 * 10 ** 15
@@ -375,7 +375,7 @@ def _parts(triaged: Triage, lines: list[str]) -> list[Part]:
         part = owner.get(index)
         if part is None:
             text = "".join(lines[first - 1:last])
-            context = isinstance(statement, _SIMPLE_STATEMENTS)
+            context = isinstance(statement, _SIMPLE_STATEMENTS) or is_setup_hook(statement)
             part = Part(first, last, [], text, context,
                         hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest())
             if not context:

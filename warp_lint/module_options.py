@@ -3,7 +3,9 @@
 ``wp.config.max_unroll = 4``, ``wp.config.enable_vector_component_overwrites = True``,
 ``wp.set_module_options({"enable_backward": False})`` and integer constants (``N = 4``,
 ``N = wp.constant(4)``) are read from the top-level statements, in order; a setting applies to the
-kernels defined after it, as Warp reads it when it builds the module.
+kernels defined after it, as Warp reads it when it builds the module. A ``wp.config`` setting in a
+test module's ``setUpModule()`` (or pytest's ``setup_module()``) applies to every kernel of the
+module: the runner calls it before any test launches one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import dataclasses
 import libcst as cst
 
 from warp_lint.names import WarpNames
+from warp_lint.triage import MODULE_SETUP_HOOKS
 
 
 @dataclasses.dataclass
@@ -65,19 +68,35 @@ def _literal(node: cst.BaseExpression) -> object:
     return None
 
 
+def _config_setting(small: cst.BaseSmallStatement, names: WarpNames, index: int) -> Setting | None:
+    if isinstance(small, cst.Assign) and len(small.targets) == 1:
+        qualified = names.qualify(small.targets[0].target)
+        if qualified and qualified.startswith("warp.config."):
+            return Setting(qualified.rsplit(".", 1)[1], _literal(small.value), index, small, "config")
+    return None
+
+
 def build_module_options(module: cst.Module, names: WarpNames) -> ModuleOptions:
     settings: list[Setting] = []
     constants: dict[str, int] = {}
     for index, statement in enumerate(module.body):
+        if isinstance(statement, cst.FunctionDef) and statement.name.value in MODULE_SETUP_HOOKS:
+            # The test runner calls it before any test of the module launches (and so builds) a kernel.
+            for line in statement.body.body:
+                for small in line.body if isinstance(line, cst.SimpleStatementLine) else ():
+                    setting = _config_setting(small, names, -1)
+                    if setting is not None:
+                        settings.append(setting)
+            continue
         if not isinstance(statement, cst.SimpleStatementLine):
             continue
         for small in statement.body:
-            if isinstance(small, cst.Assign) and len(small.targets) == 1:
+            setting = _config_setting(small, names, index)
+            if setting is not None:
+                settings.append(setting)
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1:
                 target = small.targets[0].target
-                qualified = names.qualify(target)
-                if qualified and qualified.startswith("warp.config."):
-                    settings.append(Setting(qualified.rsplit(".", 1)[1], _literal(small.value), index, small, "config"))
-                elif isinstance(target, cst.Name):
+                if isinstance(target, cst.Name):
                     value = small.value
                     if isinstance(value, cst.Call) and names.qualify(value.func) == "warp.constant" and value.args:
                         value = value.args[0].value

@@ -142,11 +142,19 @@ def _mentions(node: ast.AST, words: frozenset[str]) -> bool:
 _MODULE_SETTINGS = frozenset({"config", "set_module_options", "constant"})
 
 
+MODULE_SETUP_HOOKS = ("setUpModule", "setup_module")  # unittest's and pytest's: run before any test
+
+
+def is_setup_hook(node: ast.stmt) -> bool:
+    """A test module's set-up function: the ``wp.config`` settings in it hold for all its kernels."""
+    return isinstance(node, ast.FunctionDef) and node.name in MODULE_SETUP_HOOKS
+
+
 def _is_module_setting(node: ast.stmt, settings_lines: _WordLines) -> bool:
     if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, int):
         return True  # integer constants can bound a loop: range(N)
     return (
-        isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr))
+        (isinstance(node, (ast.Assign, ast.AnnAssign, ast.Expr)) or is_setup_hook(node))
         and settings_lines.maybe(node.lineno, node.end_lineno)
         and _mentions(node, _MODULE_SETTINGS)
     )
