@@ -177,7 +177,8 @@ class DynamicLoopCarriedUse(Rule):
     def _check_after(self, context, function: FunctionModel, flow: Dataflow, loop: Loop, carried: set[str]) -> bool:
         inside = [u.sequence for u in flow.uses if loop in u.loops]
         end = max(inside, default=flow.sequence.get(id(loop.node), 0))
-        stale = set(carried)
+        # Each stale local, with the carried locals its value comes from.
+        stale: dict[str, set[str]] = {name: {name} for name in carried}
         statements: dict[int, list[Use]] = {}
         for use in flow.uses:
             if use.sequence > end and loop not in use.loops:
@@ -192,25 +193,27 @@ class DynamicLoopCarriedUse(Rule):
                 index = use.position == INDEX and use.indexes is not None and use.name in carried
                 needed = use.position == NONLINEAR and value is not None and not flow.free(value)
                 if index or needed:
-                    self._report(context, function, loop, node, use, use.name in carried)
+                    self._report(context, function, loop, node, use, sorted(stale[use.name]))
                     return True
             if isinstance(node, (cst.Assign, cst.AnnAssign)):
                 targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
                 names = [t.value for t in targets if isinstance(t, cst.Name)]
-                from_stale = any(u.name in stale and u.position in (LINEAR, NONLINEAR) for u in uses)
+                sources = set().union(*(stale[u.name] for u in uses
+                                        if u.name in stale and u.position in (LINEAR, NONLINEAR)))
                 for name in names:
-                    if from_stale:
-                        stale.add(name)
+                    if sources:
+                        stale[name] = sources
                     else:
-                        stale.discard(name)
+                        stale.pop(name, None)
         return False
 
-    def _report(self, context, function: FunctionModel, loop: Loop, node, use: Use, carried: bool) -> None:
+    def _report(self, context, function: FunctionModel, loop: Loop, node, use: Use, origins: list[str]) -> None:
         how = use.how or "used"
-        if carried:
+        if origins == [use.name]:
             subject = f"`{use.name}` is updated in a dynamic loop ({loop.reason}) and {how} after it"
         else:
-            subject = f"`{use.name}`, computed from a local updated in a dynamic loop ({loop.reason}), is {how}"
+            subject = (f"`{use.name}`, computed from {', '.join(f'`{o}`' for o in origins)}, which "
+                       f"{'is' if len(origins) == 1 else 'are'} updated in a dynamic loop ({loop.reason}), is {how}")
         fix = "do the rest in its caller" if use.indexes is None else "pass the index out of the @wp.func"
         context.report(
             self, node,

@@ -12,8 +12,9 @@ class GradAccumulation(Rule):
     Flags a `tape.backward(...)` inside a loop when the same iteration has no `tape.zero()` /
     `tape.reset()` and no zeroing of a `.grad` array (`x.grad.zero_()`, `x.grad = ...`, a launch
     writing `x.grad`), unless every array whose `.grad` the iteration reads is allocated afresh in
-    that iteration. Also flags a second `backward()` on one tape with no zeroing between the
-    two (calls in different arms of one `if` do not count).
+    that iteration, or unless it runs in one pass only (`for flag in (False, True):` around
+    `if flag:`). Also flags a second `backward()` on one tape with no zeroing between the two
+    (calls in different arms of one `if` do not count).
 
     ## Why is this bad?
     `backward()` adds into the `.grad` buffers; it never clears the gradients of the inputs. An
@@ -41,6 +42,20 @@ class GradAccumulation(Rule):
     level = "project"
 
     VALID = [
+        # The loop runs its body with and without gradients: `backward()` runs in one pass only.
+        Example("""
+            import warp as wp
+
+            def both_paths(forward, x, loss):
+                for requires_grad in (False, True):
+                    if requires_grad:
+                        with wp.Tape() as tape:
+                            forward()
+                        tape.backward(loss)
+                    else:
+                        forward()
+                return x.grad.numpy()
+            """),
         Example("""
             import warp as wp
 
@@ -135,7 +150,7 @@ class GradAccumulation(Rule):
 
     def _accumulates_in_loop(self, scope: HostScope, backward: HostEvent) -> bool:
         span = scope.loop(backward.loops[-1])
-        if span.single_pass:
+        if span.single_pass or any(span.arm_passes.get(arm, 2) <= 1 for arm in backward.branch):
             return False
         events = list(scope.events_between(span.start_order, span.end_order))
         # tape.zero() on this tape (by name: `tape = wp.Tape()` in the loop rebinds it), or a `.grad` reset

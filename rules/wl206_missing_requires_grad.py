@@ -15,8 +15,9 @@ class MissingRequiresGrad(Rule):
     `wp.array(...)`, `wp.from_numpy`) without `requires_grad=True` (and not switched on later
     with `arr.requires_grad = True`) when the array is written by one recorded launch and read by a
     later one whose kernel passes a gradient back into it (not one that only compares it or indexes
-    with it, nor one writing only integers), and the writer, with its backward enabled, reads an
-    array that may carry gradient into what it writes; when its `.grad` is read, or
+    with it, nor one writing only integers), and the writer, with its backward enabled, stores a
+    value carrying a gradient into it (not counts or flags built from constants); when its `.grad`
+    is read, or
     when it is the loss passed to `tape.backward`. Integer arrays are never flagged.
     `zeros_like`, `empty_like`, `full_like`, `ones_like` and `clone` inherit the flag from their
     source and are not flagged. Also flags `arr.requires_grad = True` set after `arr` was stored in
@@ -125,6 +126,29 @@ class MissingRequiresGrad(Rule):
                     wp.launch(distances, n, inputs=[x], outputs=[score])
                     wp.launch(keep_close, n, inputs=[score, x], outputs=[y])
             """),
+        # `counts` holds contact counts built from constants: no gradient is written into it, so
+        # none is cut there (newton's per-body contact weights).
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def count_contacts(x: wp.array(dtype=float), counts: wp.array(dtype=float)):
+                i = wp.tid()
+                if x[i] < 0.5:
+                    wp.atomic_add(counts, 0, 1.0)
+
+            @wp.kernel
+            def weighted(x: wp.array(dtype=float), counts: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i] / wp.max(counts[0], 1.0)
+
+            def run(x, y, n):
+                counts = wp.zeros(1, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(count_contacts, n, inputs=[x], outputs=[counts])
+                    wp.launch(weighted, n, inputs=[x, counts], outputs=[y])
+            """),
     ]
     INVALID = [
         Example("""
@@ -223,7 +247,7 @@ class MissingRequiresGrad(Rule):
                 return (f"kernel `{writer.launch.kernel_code}` writes it and kernel `{launch.kernel_code}` reads it"
                         f" on the tape: without a `.grad` the chain is cut there, and everything upstream gets"
                         f" zero gradient, without a warning")
-            written = [w for w in launch.writes() if w.key == key]
+            written = [w for w in launch.writes() if w.key == key and launch.writes_gradient(w)]
             if written and launch.differentiable and not any(_integer(launch.param_dtype(w)) for w in written) and any(
                     r.key not in no_grad for r in launch.reads()
                     if not _integer(launch.param_dtype(r)) and launch.passes_gradient(r)):

@@ -87,6 +87,7 @@ class Dataflow:
         self.arrays = {p.name for p in function.params if p.type.is_array or p.type.kind == "generic"}
         self.views: dict[str, str] = {}
         self.edges: dict[str, set[str]] = {}  # source name -> names its value flows into (SINK included)
+        self.stores: dict[str, set[str]] = {}  # array -> names whose value is stored or added into it
         self.uses: list[Use] = []
         self.sequence: dict[int, int] = {}  # id(statement) -> its place in evaluation order
         self._loops = {id(loop.node): loop for loop in function.loops}
@@ -99,7 +100,7 @@ class Dataflow:
         self._scan(function.node.body)
         self.active = self._closure()
         self._active_names = self.active
-        self.edges, self.uses, self.sequence, self._count = {}, [], {}, 0
+        self.edges, self.stores, self.uses, self.sequence, self._count = {}, {}, [], {}, 0
         self.shadowed = set(self.params)
         self._scan(function.node.body)
 
@@ -162,6 +163,8 @@ class Dataflow:
                     for use in found:
                         if use.position in (LINEAR, NONLINEAR):
                             self.edges.setdefault(use.name, set()).add(receiver)
+                if receivers == [SINK]:
+                    self._store(self._array(cst.Name(_root(target))), found)
                     if isinstance(small, cst.AugAssign) and receiver != SINK:
                         self.edges.setdefault(receiver, set()).add(receiver)
             if isinstance(small, cst.AugAssign) and not isinstance(small.operator, (cst.AddAssign, cst.SubtractAssign)):
@@ -186,6 +189,12 @@ class Dataflow:
                 for use in found:
                     if use.position in (LINEAR, NONLINEAR):
                         self.edges.setdefault(use.name, set()).add(SINK)
+                arguments = small.value.args
+                self._store(self._array(arguments[0].value) if arguments else None, found)
+
+    def _store(self, array: str | None, found: list[Use]) -> None:
+        names = self.stores.setdefault(array or "", set())
+        names.update(use.name for use in found if use.position in (LINEAR, NONLINEAR))
 
     def _receivers(self, target, value, small) -> list[str]:
         """Where an assignment's value goes: a local, a local's component, or an output (SINK)."""
@@ -463,6 +472,11 @@ class Dataflow:
                     found.add(source)
                     pending.append(source)
         return found
+
+    def stores_gradient(self, array: str) -> bool:
+        """Whether a value that carries a gradient is stored or added into ``array`` (a helper's
+        writes, under the key "", count for every array)."""
+        return any(name in self.active for name in self.stores.get(array, set()) | self.stores.get("", set()))
 
     def carries_gradient(self, name: str) -> bool:
         return name in self.active and name in self.useful

@@ -168,6 +168,9 @@ class LoopSpan:
     targets: frozenset[str]  # names the loop header binds (`for i, s in ...`)
     single_pass: bool  # its body ends in `break`/`return`/`raise`: it runs once
     target_keys: frozenset[str] = frozenset()  # their keys, as element keys name them (`states[t@12]`)
+    truths: tuple[bool, ...] | None = None  # `for flag in (False, True):`: the target's truth per pass
+    # (id of an `if`, arm) -> in how many passes that arm runs, for arms that test the loop's target
+    arm_passes: dict[tuple[int, int], int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -294,6 +297,14 @@ class Launch:
         if ref in self.struct_refs:
             return ref.param not in kernel.integer_fields
         return self._listed(ref, kernel.gradient_reads)
+
+    def writes_gradient(self, ref: ArrayRef) -> bool:
+        """Whether the kernel stores a value that carries a gradient into ``ref``: True unless its
+        model shows every value written there built from constants, counts and indices."""
+        kernel = self.kernel
+        if kernel is None or kernel.gradient_writes is None or ref in self.struct_refs:
+            return True
+        return self._listed(ref, kernel.gradient_writes)
 
     def _listed(self, ref: ArrayRef, params: frozenset[str]) -> bool:
         """Whether the array parameter ``ref`` binds is in ``params``, one of the kernel's fact sets;

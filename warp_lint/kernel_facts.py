@@ -43,6 +43,8 @@ class KernelFacts:
     gradient_reads: frozenset[str] = frozenset()  # array parameters its adjoint passes a gradient back to
     integer_fields: frozenset[str] = frozenset()  # "param.field" struct arrays of integer dtypes: no gradient
     differentiable: bool = True  # False: backward disabled (decorator, module options, wp.config)
+    gradient_writes: frozenset[str] | None = None  # array parameters it stores a value carrying a gradient
+    # into (None: all it writes; counts and flags built from constants carry none)
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -58,7 +60,18 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
                                                      _writes_struct_floats(function, index, structs))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
-                       function.differentiable)
+                       function.differentiable, _gradient_writes(function, names, effects))
+
+
+def _gradient_writes(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]]
+                     ) -> frozenset[str] | None:
+    """The array parameters that receive a value depending on a differentiable input; None where a
+    write goes through a helper (the helper's model decides, and it is not read here)."""
+    written = [param for param, kinds in effects.items() if kinds & {"write", "accumulate"}]
+    if any(access.via for param in written for access in function.accesses if access.array == param):
+        return None
+    flow = dataflow_of(function, names)
+    return frozenset(param for param in written if flow.stores_gradient(param))
 
 
 def _integer_fields(function: FunctionModel, index: KernelIndex) -> frozenset[str]:

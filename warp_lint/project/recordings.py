@@ -123,6 +123,7 @@ class Recorder:
         self.regions: list[TapeRegion] = []
         self.region_stack: list[TapeRegion] = []
         self.loop_stack: list[int] = []
+        self.loop_frames: dict[int, int] = {}  # loop id -> id() of the frame that opened it
         self.loop_spans: dict[int, LoopSpan] = {}
         self.branch_stack: list[tuple[int, int]] = []
         self.launches: list[Launch] = []
@@ -311,8 +312,9 @@ class Recorder:
                 loop_id = self._uid(frame, "loop", op.id)
                 self.loop_spans[loop_id] = LoopSpan(loop_id, Location.of(frame.path, op.loc), self.order + 1, 0,
                                                     frozenset(op.targets), op.single_pass,
-                                                    frozenset(frame.names[name] for name in op.targets))
+                                                    frozenset(frame.names[name] for name in op.targets), op.truths)
                 self.loop_stack.append(loop_id)
+                self.loop_frames[loop_id] = id(frame)
             elif kind is EndLoopOp:
                 loop_id = self.loop_stack.pop()
                 self.loop_spans[loop_id].end_order = self.order
@@ -322,11 +324,24 @@ class Recorder:
                     self.branch_stack.append((branch_id, 0))
                 else:
                     self.branch_stack[-1] = (branch_id, op.arm)
+                if op.on is not None:
+                    self._count_arm_passes(frame, branch_id, op)
             elif kind is EndIfOp:
                 self.branch_stack.pop()
             elif kind is ReturnOp:
                 if frame.returned is None and op.value is not None:
                     frame.returned = self.evaluate(frame, op.value)
+
+    def _count_arm_passes(self, frame: Frame, branch_id: int, op: ArmOp) -> None:
+        """An arm that tests the target of an enclosing loop over literal constants runs in as many
+        passes as the constants have that truth (`for g in (False, True): if g: ...` runs once)."""
+        name, truth = op.on
+        for loop_id in reversed(self.loop_stack):
+            span = self.loop_spans[loop_id]
+            if self.loop_frames.get(loop_id) == id(frame) and name in span.targets:
+                if span.truths is not None:
+                    span.arm_passes[(branch_id, op.arm)] = sum(1 for value in span.truths if value == truth)
+                return
 
     def visit_assign(self, frame: Frame, op: AssignOp) -> None:
         if op.augmented:

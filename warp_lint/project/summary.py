@@ -146,6 +146,7 @@ class LoopOp:
     targets: tuple[str, ...]  # names the loop header binds
     single_pass: bool  # the body ends in break/return/raise at its top level
     loc: Loc
+    truths: tuple[bool, ...] | None = None  # `for flag in (False, True):`: each pass's truth of the target
 
 
 @dataclasses.dataclass
@@ -163,6 +164,7 @@ class ArmOp:
     arm: int
     gradients: bool | None = None
     dead: bool = False  # never runs: the body of `if False:`, the `else` of `if True:`
+    on: tuple[str, bool] | None = None  # runs only when this name is truthy (True) or falsy (False)
 
 
 @dataclasses.dataclass
@@ -407,6 +409,24 @@ def _small(node: ast.AST, limit: int = 64) -> bool:
 def _first_line(node: ast.AST) -> int:
     decorators = getattr(node, "decorator_list", None)
     return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
+
+
+def _literal_truths(loop: ast.stmt) -> tuple[bool, ...] | None:
+    """`for flag in (False, True):` -> (False, True): one plain name over a literal sequence of constants."""
+    if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Name) and \
+            isinstance(loop.iter, (ast.Tuple, ast.List)) and \
+            all(isinstance(element, ast.Constant) for element in loop.iter.elts):
+        return tuple(bool(element.value) for element in loop.iter.elts)
+    return None
+
+
+def _name_test(test: ast.AST) -> tuple[str, bool] | None:
+    """`if flag:` -> ("flag", True); `if not flag:` -> ("flag", False)."""
+    if isinstance(test, ast.Name):
+        return test.id, True
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not) and isinstance(test.operand, ast.Name):
+        return test.operand.id, False
+    return None
 
 
 def _gradient_test(test: ast.AST) -> tuple[bool | None, bool]:
@@ -888,7 +908,7 @@ class _OpScanner:
             self.blocks += 1
             number = self.blocks
             self.ops.append(LoopOp(number, "while" if isinstance(statement, ast.While) else "for", targets,
-                                   _single_pass(statement.body), self.loc(statement)))
+                                   _single_pass(statement.body), self.loc(statement), _literal_truths(statement)))
             self.visit_block(statement.body)
             self.ops.append(EndLoopOp(number))
             if statement.orelse:
@@ -899,11 +919,13 @@ class _OpScanner:
             number = self.blocks
             gradients, exact = _gradient_test(statement.test)
             constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
-            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant))
+            on = _name_test(statement.test)
+            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant, on=on))
             self.visit_block(statement.body)
             if statement.orelse:
                 self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None,
-                                      dead=constant is not None and bool(constant)))
+                                      dead=constant is not None and bool(constant),
+                                      on=(on[0], not on[1]) if on is not None else None))
                 self.visit_block(statement.orelse)
             self.ops.append(EndIfOp(number))
         elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
