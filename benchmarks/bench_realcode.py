@@ -12,16 +12,17 @@ project is linted as a whole (``check --no-cache``), for the Warp version instal
 A judgement file maps a finding's key (``project:path:line:code``, paths relative to the project)
 to ``{"verdict": "true" | "false" | "debatable", "why": "..."}``: would the gradient really be wrong
 in a program that differentiates this code, on that Warp version? Precision is true / (true +
-false); debatable ones are counted apart. The sample is drawn from the findings with a fixed seed,
-so the same code and seed give the same sample, and a judgement file keeps its meaning.
+false); debatable ones are counted apart. The sample is the findings whose keys hash lowest under
+the seed: the same code and seed give the same sample, a judgement file keeps its meaning, and a
+change that removes or adds findings leaves the rest of the sample where it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import hashlib
 import json
-import random
 import shlex
 import subprocess
 import sys
@@ -45,6 +46,17 @@ def lint(command: list[str], project: realcode.Project, target: str, extra: list
     if completed.returncode != 0:
         raise SystemExit(f"warp-lint failed on {project.name}:\n{completed.stderr[-3000:]}")
     return json.loads(completed.stdout), elapsed
+
+
+def consistent_sample(findings: list[tuple[realcode.Project, dict]], size: int, seed: int
+                      ) -> list[tuple[realcode.Project, dict]]:
+    """The ``size`` findings whose keys hash lowest under ``seed``: a uniform random sample in which
+    a finding, once drawn, stays drawn while it is reported (another change adds or removes others
+    without reshuffling the rest), so judgements accumulate instead of starting over."""
+    def rank(item: tuple[realcode.Project, dict]) -> bytes:
+        return hashlib.blake2b(f"{seed}:{key_of(*item)}".encode(), digest_size=8).digest()
+
+    return sorted(findings, key=rank)[:size]
 
 
 def key_of(project: realcode.Project, finding: dict) -> str:
@@ -111,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.save:
         args.save.write_text(json.dumps([{"key": key_of(p, f), **f} for p, f in after], indent=1))
     if args.sample:
-        rng = random.Random(args.seed)
-        sample = rng.sample(after, min(args.sample, len(after)))
+        sample = consistent_sample(after, args.sample, args.seed)
         judgements = json.loads(args.judgements.read_text()) if args.judgements and args.judgements.exists() else {}
         verdicts = collections.Counter()
         unjudged = []

@@ -23,7 +23,8 @@ class ArrayReadThenWrite(Rule):
     prods[i]` in a `range` loop (each element read after it was written, never written after it
     was read) is not flagged, while `a[i] = a[i + 1] * a[i + 1]` is (`a[i + 1]` is read in one
     iteration and overwritten in the next). An index that is computed, read from an array, or
-    assigned more than once may be any element.
+    assigned more than once may be any element. The body of a `@wp.func_grad` custom adjoint is
+    not checked: it runs in the backward pass and nothing differentiates it.
 
     ## Why is this bad?
     Warp's backward pass replays the forward reads from memory. Once the kernel has overwritten
@@ -140,6 +141,19 @@ class ArrayReadThenWrite(Rule):
                 for i in range(n - 1, -1, -1):
                     a[i] = a[i + 1] * a[i + 1]
             """, target=">=1.13"),
+        # A custom adjoint's body runs in the backward pass: nothing replays or differentiates it.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def scaled(x: float, buffer: wp.array(dtype=float)):
+                return 2.0 * x * buffer[0]
+
+            @wp.func_grad(scaled)
+            def adj_scaled(x: float, buffer: wp.array(dtype=float), adj_ret: float):
+                wp.adjoint[x] += adj_ret * 2.0 * buffer[0]
+                buffer[0] = adj_ret
+            """),
     ]
     INVALID = [
         Example("""

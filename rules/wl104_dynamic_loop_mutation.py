@@ -65,6 +65,24 @@ class DynamicLoopMutation(Rule):
     safe_form = "static-enclosing-loops"
 
     VALID = [
+        # The carried `mask` is the integer element of what the helper returns: no gradient.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def nearer(a: wp.vec3, b: wp.vec3) -> tuple[wp.vec3, wp.uint32]:
+                if wp.length(a) < wp.length(b):
+                    return a, wp.uint32(1)
+                return b, wp.uint32(2)
+
+            @wp.kernel
+            def pick(x: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+                i = wp.tid()
+                mask = wp.uint32(0)
+                while mask != wp.uint32(2):
+                    best, mask = nearer(x[0], x[i])
+                out[i] = best * float(mask)
+            """),
         # A local assigned an integer literal once is a constant to Warp: this loop is unrolled.
         Example("""
             import warp as wp

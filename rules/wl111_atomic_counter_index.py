@@ -6,6 +6,7 @@ import libcst as cst
 
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name, walk
+from warp_lint.dataflow import Dataflow, dataflow_of
 from warp_lint.kernels import ArrayAccess, CallSite, FunctionModel
 from warp_lint.rule import Example, Rule
 from warp_lint.warp_types import code_of
@@ -22,7 +23,9 @@ class AtomicCounterIndex(Rule):
     counter's old value) becomes, directly or through locals computed from it, the index of an
     access to a floating-point array in a differentiable kernel or `@wp.func`: stream compaction
     and slot allocation. Not flagged: a `@wp.func` that has a `@wp.func_replay`, indices into
-    integer arrays (no gradient flows there), and atomics whose result is not used as an index.
+    integer arrays (no gradient flows there), stores of values that carry no gradient
+    (`out[slot] = float(tid)`: a misplaced zero adjoint changes nothing), and atomics whose result
+    is not used as an index.
 
     ## Why is this bad?
     The backward pass replays the forward code, atomics included: the replayed `atomic_add`
@@ -49,6 +52,16 @@ class AtomicCounterIndex(Rule):
     runtime_strategy = ("gradcheck",)
 
     VALID = [
+        # The stored value is built from the thread index: no gradient to misplace.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def list_ids(counter: wp.array(dtype=wp.int32), ids: wp.array(dtype=float)):
+                tid = wp.tid()
+                slot = wp.atomic_add(counter, 0, 1)
+                ids[slot] = float(tid)
+            """),
         Example("""
             import warp as wp
 
@@ -122,10 +135,11 @@ class AtomicCounterIndex(Rule):
                 continue
             if function.kind == "func" and function.name in replayed:
                 continue
+            flow = dataflow_of(function, context.names)
             for call in function.calls:
                 if call.name not in COUNTER_ATOMICS:
                     continue
-                access = _indexed_access(function, call)
+                access = _indexed_access(function, call, flow)
                 if access is None:
                     continue
                 spelled = call.name.replace("warp.", "wp.")
@@ -143,8 +157,17 @@ def _replay_target(function: FunctionModel) -> str | None:
     return args[0].value.value if args and isinstance(args[0].value, cst.Name) else None
 
 
-def _indexed_access(function: FunctionModel, call: CallSite) -> ArrayAccess | None:
-    """The first access to a differentiable array whose index holds the atomic's result."""
+def _stores_no_gradient(access: ArrayAccess, flow: Dataflow) -> bool:
+    """A plain store of a value that carries no gradient (`out[slot] = float(tid)`): its adjoint is
+    zero, so a misplaced one changes nothing."""
+    statement = access.statement
+    return access.kind == "write" and isinstance(statement, (cst.Assign, cst.AnnAssign)) and \
+        statement.value is not None and flow.free(statement.value)
+
+
+def _indexed_access(function: FunctionModel, call: CallSite, flow: Dataflow) -> ArrayAccess | None:
+    """The first access to a differentiable array whose index holds the atomic's result, of a
+    value that carries a gradient."""
     statement = call.statement
     derived: set[str] = set()
     if isinstance(statement, (cst.Assign, cst.AnnAssign)) and statement.value is not None and any(
@@ -160,7 +183,7 @@ def _indexed_access(function: FunctionModel, call: CallSite) -> ArrayAccess | No
         if access.via is not None or access.order < call.order:
             continue
         param = function.arrays.get(access.array)
-        if param is None or not param.type.differentiable:
+        if param is None or not param.type.differentiable or _stores_no_gradient(access, flow):
             continue
         if access.statement is statement and code in access.index:
             return access  # out[wp.atomic_add(counter, 0, 1)] = v

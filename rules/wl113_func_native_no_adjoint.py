@@ -20,8 +20,8 @@ class FuncNativeNoAdjoint(Rule):
     differentiable kernel or `@wp.func` in the same file. Native functions given an
     `adj_snippet`, functions on integers and handles only, ones that hand back an array (reads
     through the handle are differentiated as reads of the array), ones called only from kernels with
-    `enable_backward=False`, and ones with a `wp.ref[T]` parameter (Warp 1.19 refuses those in a
-    backward kernel with an error) are not flagged.
+    `enable_backward=False`, ones with a `wp.ref[T]` parameter (Warp 1.19 refuses those in a
+    backward kernel with an error) and ones returning a `@wp.struct` (refused too) are not flagged.
 
     ## Why is this bad?
     Warp cannot differentiate native code: without `adj_snippet` the generated adjoint is empty,
@@ -121,7 +121,8 @@ class FuncNativeNoAdjoint(Rule):
     def check(self, context: FileContext) -> None:
         functions = context.kernels.functions
         for native in functions:
-            if native.kind != "func_native" or _has_adjoint(native) or not _carries_gradient(native):
+            if native.kind != "func_native" or _has_adjoint(native) or not _carries_gradient(native) or \
+                    _returns_struct(native, context.kernels.structs):
                 continue
             callers = [f for f in functions if f.differentiable and f.kind in ("kernel", "func")
                        and any(call.name == native.name for call in f.calls)]
@@ -161,6 +162,12 @@ def _carries_gradient(native: FunctionModel) -> bool:
             continue
         carries = True
     return carries
+
+
+def _returns_struct(native: FunctionModel, structs: dict) -> bool:
+    """Warp 1.19 refuses a native function that returns a `@wp.struct`: an error, not a silent zero."""
+    returns = native.node.returns
+    return returns is not None and isinstance(returns.annotation, cst.Name) and returns.annotation.value in structs
 
 
 def _is_array(annotation: cst.BaseExpression) -> bool:

@@ -207,7 +207,13 @@ class Dataflow:
                 self.views[name] = self._array(value.value)
             return [name]
         if isinstance(target, (cst.Tuple, cst.List)):
-            return [n for element in target.elements for n in self._receivers(element.value, value, small)]
+            integers = self._integer_elements(value)
+            found = []
+            for position, element in enumerate(target.elements):
+                receivers = self._receivers(element.value, value, small)
+                if position not in integers:
+                    found.extend(receivers)
+            return found
         root = _root(target)
         if root is None:
             return []
@@ -240,6 +246,12 @@ class Dataflow:
         """`int(...)`, `bool(...)`, or a helper of this file annotated to return an integer."""
         return name is not None and name not in self.shadowed and (
             name in ("int", "bool") or name in self.function.integer_helpers)
+
+    def _integer_elements(self, value) -> frozenset[int]:
+        """Positions of the integer elements of what a helper call returns (nothing else is known)."""
+        if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value not in self.shadowed:
+            return self.function.integer_elements.get(value.func.value, frozenset())
+        return frozenset()
 
     def _writes_arrays(self, call: cst.Call) -> bool:
         callee = self.qualify(call.func)

@@ -198,6 +198,8 @@ class FunctionModel:
     # `@wp.func` helpers of this file annotated to return an integer or a bool: their values carry no
     # gradient (a count, an index, a flag).
     integer_helpers: frozenset[str] = frozenset()
+    # helpers returning a tuple -> the positions of its integer elements (`-> tuple[wp.vec3, int]`: {1})
+    integer_elements: dict[str, frozenset[int]] = dataclasses.field(default_factory=dict)
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -314,8 +316,12 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
             helpers.setdefault(function.name, []).append(function)
     integer_helpers = frozenset(name for name, overloads in helpers.items()
                                 if all(_returns_integer(f.node, names) for f in overloads))
+    integer_elements = {name: frozenset.intersection(*(_integer_elements(f.node, names) for f in overloads))
+                        for name, overloads in helpers.items()}
+    integer_elements = {name: positions for name, positions in integer_elements.items() if positions}
     for function in functions:
         function.integer_helpers = integer_helpers
+        function.integer_elements = integer_elements
     for function in functions:
         _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
@@ -324,8 +330,21 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
 
 def _returns_integer(node: cst.FunctionDef, names: WarpNames) -> bool:
     returns = node.returns.annotation if node.returns is not None else None
-    qualified = (names.qualify(returns) or dotted_name(returns)) if returns is not None else None
+    return returns is not None and _integer_type(returns, names)
+
+
+def _integer_type(annotation: cst.BaseExpression, names: WarpNames) -> bool:
+    qualified = names.qualify(annotation) or dotted_name(annotation)
     return qualified in INT_SCALARS or qualified in ("bool", "warp.bool")
+
+
+def _integer_elements(node: cst.FunctionDef, names: WarpNames) -> frozenset[int]:
+    """`-> tuple[wp.vec3, wp.vec4, wp.uint32]`: the positions of the integer elements ({2})."""
+    returns = node.returns.annotation if node.returns is not None else None
+    if not isinstance(returns, cst.Subscript) or dotted_name(returns.value) not in ("tuple", "typing.Tuple", "Tuple"):
+        return frozenset()
+    return frozenset(position for position, element in enumerate(returns.slice)
+                     if isinstance(element.slice, cst.Index) and _integer_type(element.slice.value, names))
 
 
 def _decorator_target(decorator: cst.Decorator) -> cst.BaseExpression:
@@ -350,9 +369,9 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
             if argument.keyword:
                 decorator_options[argument.keyword.value] = _literal(argument.value)
     params = [Param(p.name.value, parse_annotation(p.annotation, names, structs), p) for p in node.params.params]
-    differentiable = decorator_options.get("enable_backward", True) is not False and options.value(
-        "enable_backward", index, True
-    ) is not False
+    # A @wp.func_grad body is an adjoint: it runs in the backward pass, and nothing differentiates it.
+    differentiable = kind != "func_grad" and decorator_options.get("enable_backward", True) is not False and \
+        options.value("enable_backward", index, True) is not False
     return FunctionModel(node.name.value, kind, node, decorator, decorator_options, params, differentiable, index)
 
 
