@@ -40,8 +40,12 @@ HAZARD_CASES: dict[str, tuple[str, list[str], list[str], str, dict]] = {
     "scale_first_component_once": ("WL103", [], [], Status.CLEARED, {"function_kind": "func"}),
     # Generic (Any) kernel: runs in float64.
     "generic_square_in_place": ("WL102", ["a"], ["a"], Status.CONFIRMED, {}),
-    # A kernel nested in a function: the finding names the function.
+    # A kernel nested in a function: the finding names the function, not the kernel.
     "make_nested_kernel": ("WL102", ["a"], ["a"], Status.INCONCLUSIVE, {"marker": "nested_square"}),
+    # ... and, named as the static pass names it, the kernel made from its source.
+    "nested_square": ("WL102", ["a"], ["a"], Status.CONFIRMED, {}),
+    # ... unless it needs the function's argument.
+    "typed_square": ("WL102", ["a"], ["a"], Status.INCONCLUSIVE, {}),
 }
 
 
@@ -128,8 +132,10 @@ def test_generic_kernel_runs_in_float32_first(hazard_run):
     assert evidence["instantiated_as"] == {"a": "array(dtype=float32, ndim=1)"}
 
 
-def test_nested_kernel_is_not_importable(hazard_run):
+def test_a_nested_kernel_is_made_from_its_source_unless_it_needs_its_functions_arguments(hazard_run):
     assert hazard_run[0]["make_nested_kernel"].confirmation.evidence["reason_code"] == Reason.NOT_IMPORTABLE
+    typed = hazard_run[0]["typed_square"].confirmation
+    assert typed.evidence["reason_code"] == Reason.NOT_IMPORTABLE and "its arguments" in typed.reason
 
 
 def test_progress_and_user_files_untouched(hazard_run):

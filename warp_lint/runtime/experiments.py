@@ -186,16 +186,24 @@ class FileSession:
         kind = finding.get("function_kind") or "kernel"
         line = int(finding["flagged_lines"][0])
         targets = locate.find_targets(self.request["path"], line, finding.get("kernel"), kind)
+        if not targets and kind == "kernel":
+            targets = locate.nested_targets(self.module, self.request["path"], line, finding.get("kernel"),
+                                            f"{self.directory}/nested")
         if not targets:
             what = "@wp.func" if kind == "func" else "@wp.kernel"
             prepared.early = _inconclusive(
                 Reason.NOT_IMPORTABLE,
                 f"no {what} named {finding.get('kernel')!r} spanning line {line} was defined when {self.request['path']}"
-                " was imported (a kernel made inside a function that import does not call cannot be reached)",
+                " was imported" + (", and made from its source it did not build (it needs what only a call of the"
+                                   " function around it provides: its arguments, or values computed from them)"
+                                   if kind == "kernel" else
+                                   " (a func made inside a function that import does not call cannot be reached)"),
                 imported=self.imported_as)
             return prepared
         target = prepared.target = targets[0]
         prepared.instances = len(targets)
+        if not target.first_line <= line <= target.last_line:
+            line = locate.call_of_helper(target, self.request["path"], line) or line
         disabled = locate.backward_disabled(target)
         if disabled:
             prepared.early = _inconclusive(Reason.BACKWARD_DISABLED, f"no experiment: {disabled}, so no gradient "

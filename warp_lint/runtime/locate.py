@@ -13,7 +13,9 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -21,6 +23,7 @@ import os
 import sys
 import textwrap
 import typing
+from pathlib import Path
 from typing import Any
 
 import warp as wp
@@ -162,10 +165,12 @@ def registered_functions() -> tuple[list[Any], list[Any]]:
 
 def find_targets(path: str, line: int, name: str | None, kind: str) -> list[Target]:
     """The kernels (``kind="kernel"``) or ``@wp.func`` overloads (``"func"``) defined in ``path``
-    whose source spans ``line``, in a stable order (a factory may have made several)."""
+    whose source spans ``line``, in a stable order (a factory may have made several); else the one
+    definition of that name in the file."""
     kernels, functions = registered_functions()
     candidates = kernels if kind == "kernel" else functions
     found: list[Target] = []
+    named: list[Target] = []  # of that name, elsewhere in the file
     for obj in candidates:
         func = getattr(obj, "func", None)
         code = getattr(func, "__code__", None)
@@ -179,6 +184,10 @@ def find_targets(path: str, line: int, name: str | None, kind: str) -> list[Targ
         source, first, last = lines
         if first <= line <= last:
             found.append(Target(kind, obj, func.__name__, source, first, last))
+        elif name:
+            named.append(Target(kind, obj, func.__name__, source, first, last))
+    if not found and len({t.first_line for t in named}) == 1:
+        found = named  # the finding is on a helper the kernel calls (a native function, say)
     found.sort(key=lambda t: (t.first_line, str(getattr(t.obj, "key", ""))))
     return found
 
@@ -247,3 +256,105 @@ COPIED_OPTIONS = ("max_unroll", "enable_backward", "fast_math", "fuse_fp", "mode
 def module_options(target: Target) -> dict[str, Any]:
     options = getattr(getattr(target.obj, "module", None), "options", {}) or {}
     return {k: options[k] for k in COPIED_OPTIONS if k in options}
+
+
+# -- kernels defined inside functions ------------------------------------------------------------
+def nested_targets(module: Any, path: str, line: int, name: str | None, directory: str) -> list[Target]:
+    """A kernel defined inside a function that import never calls (a test's body, a helper that
+    builds it): made here from its source, over the module's globals and what the enclosing
+    functions define before it (assignments, ``@wp.func``, ``@wp.struct`` and native helpers),
+    each run on its own; one that needs the function's arguments (``device``, a parametrised
+    ``dtype``) is left out, and if the kernel needs it too, nothing is made."""
+    if module is None or not name:
+        return []
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+        tree = ast.parse(text)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return []
+    chain = _enclosing_definitions(tree, line, name)
+    if len(chain) < 2:
+        return []
+    lines = text.splitlines(keepends=True)
+    namespace = dict(vars(module))
+    os.makedirs(directory, exist_ok=True)
+    for outer, inner in zip(chain, chain[1:]):
+        for statement in outer.body:
+            if statement is inner:
+                break
+            if isinstance(statement, _PRELUDE_STATEMENTS):
+                _run_statement(statement, lines, namespace, directory)
+    definition = chain[-1]
+    if not _run_statement(definition, lines, namespace, directory):
+        return []
+    kernel = namespace.get(name)
+    if not isinstance(kernel, wp.Kernel):
+        return []
+    source, first, last = _statement_source(definition, lines)
+    return [Target("kernel", kernel, name, source, first, last)]
+
+
+_PRELUDE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def _enclosing_definitions(tree: ast.Module, line: int, name: str) -> list[ast.FunctionDef]:
+    """The functions around ``line`` from the outermost down to the definition named ``name``: the
+    one spanning the line, or one of that name in the body of the innermost function around it
+    (a finding on a helper names the kernel that calls it)."""
+    chain: list[ast.FunctionDef] = []
+    body = tree.body
+    while True:
+        holder = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.ClassDef))
+                       and _statement_first(s) <= line <= (s.end_lineno or s.lineno)), None)
+        if isinstance(holder, ast.FunctionDef) and holder.name == name:
+            return chain + [holder]
+        named = [s for s in body if isinstance(s, ast.FunctionDef) and s.name == name]
+        if chain and named:
+            return chain + named[-1:]
+        if not isinstance(holder, ast.FunctionDef):
+            return []
+        chain.append(holder)
+        body = holder.body
+
+
+def _statement_first(statement: ast.stmt) -> int:
+    decorators = getattr(statement, "decorator_list", None) or []
+    return min([d.lineno for d in decorators] + [statement.lineno])
+
+
+def _statement_source(statement: ast.stmt, lines: list[str]) -> tuple[str, int, int]:
+    first, last = _statement_first(statement), statement.end_lineno or statement.lineno
+    return textwrap.dedent("".join(lines[first - 1:last])), first, last
+
+
+def _run_statement(statement: ast.stmt, lines: list[str], namespace: dict[str, Any], directory: str) -> bool:
+    """Run one statement of an enclosing function's body at module level, from a file of its own
+    (Warp reads a definition's source back with ``inspect``); False when it raises."""
+    source, _, _ = _statement_source(statement, lines)
+    digest = hashlib.blake2b(source.encode("utf-8", "surrogatepass"), digest_size=8).hexdigest()
+    file = os.path.join(directory, f"warp_lint_nested_{digest}.py")
+    if not os.path.exists(file):
+        with open(file, "w", encoding="utf-8") as handle:
+            handle.write(source)
+    try:
+        exec(compile(source, file, "exec"), namespace)  # noqa: S102 - the user's own definitions, as their test runs them
+    except Exception:  # noqa: BLE001 - it needs what only a call of the function provides
+        return False
+    return True
+
+
+def call_of_helper(target: Target, path: str, line: int) -> int | None:
+    """The file line of the target's first call of the helper defined at ``line`` (a finding on a
+    native function names the kernel calling it: the experiment watches that call)."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        body = ast.parse(target.source)
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return None
+    around = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+              and _statement_first(node) <= line <= (node.end_lineno or node.lineno)]
+    innermost = max(around, key=_statement_first, default=None)  # not the test function around both
+    helper = innermost.name if innermost is not None and innermost.name != target.name else None
+    calls = [node.lineno for node in ast.walk(body) if isinstance(node, ast.Call) and helper is not None
+             and (getattr(node.func, "id", None) == helper or getattr(node.func, "attr", None) == helper)]
+    return target.first_line + min(calls) - 1 if calls else None
