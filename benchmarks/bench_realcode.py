@@ -2,8 +2,8 @@
 
     python benchmarks/bench_realcode.py                         # counts and timings (sets up the corpus once)
     python benchmarks/bench_realcode.py --baseline 'OTHER'      # ... against another warp-lint ("before")
-    python benchmarks/bench_realcode.py --sample 60 --seed 13   # a seeded sample to judge, with context
-    python benchmarks/bench_realcode.py --sample 60 --seed 13 --judgements benchmarks/judgements/seed13.json
+    python benchmarks/bench_realcode.py --sample 60 --seed 21   # a seeded sample to judge, with context
+    python benchmarks/bench_realcode.py --sample 60 --seed 21 --judgements benchmarks/judgements/realcode.json
 
 The corpus is ``benchmarks/realcode.py``'s: warp-lang's examples and tests, newton and
 mujoco-warp, installed from the package index into a scratch venv (never copied here). Each
@@ -142,6 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         if decided:
             print(f"\njudged: {verdicts['true']} true, {verdicts['false']} false, {verdicts['debatable']} debatable,"
                   f" {len(unjudged)} unjudged; precision {verdicts['true'] / decided:.1%} ({verdicts['true']}/{decided})")
+        reported = {key_of(p, f) for p, f in after}
+        kept = collections.Counter(v["verdict"] for k, v in judgements.items() if k in reported)
+        gone = collections.Counter(v["verdict"] for k, v in judgements.items() if k not in reported)
+        if kept["true"] + kept["false"]:
+            print(f"every judged finding still reported: {kept['true']} true, {kept['false']} false,"
+                  f" {kept['debatable']} debatable; precision {kept['true'] / (kept['true'] + kept['false']):.1%};"
+                  f" judged and no longer reported: {dict(gone)} (true ones lost: {gone['true']})")
     return 0
 
 
