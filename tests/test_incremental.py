@@ -510,3 +510,20 @@ def test_a_function_that_starts_recording_is_followed_by_the_recordings_that_cal
     fresh.results([analyse_source(_source(p, p.read_text(encoding="utf-8")), SETTINGS) for p in paths],
                   lambda _: SETTINGS)
     assert before and recorded(session.model) == recorded(fresh.model)
+
+
+def test_a_buffer_that_stops_mentioning_warp_reports_what_the_command_line_does(project: Path):
+    """Deleting `import warp as wp` leaves a file the command line skips (no host findings either),
+    though its functions still read as a tape's recording: an editor must show the same nothing."""
+    original = Path(__file__).parent / "trace" / "scripts" / "hazards.py"
+    text = original.read_text(encoding="utf-8")
+    path = project / "no_warp.py"
+    path.write_text(text, encoding="utf-8")
+    session = Workspace.for_files([path])
+    assert any(f.code == "WL204" for f in session.lint_source(_source(path, text), SETTINGS).findings)
+    edited = text.replace("import warp as wp\n", "").replace("Warp", "W")
+    assert "warp" not in edited
+    incremental = session.lint_source(_source(path, edited), SETTINGS).findings
+    path.write_text(edited, encoding="utf-8")
+    on_disk = analyse_bytes(str(path), edited.encode("utf-8"), SETTINGS)
+    assert incremental == Workspace.for_files([path]).results([on_disk], lambda _: SETTINGS)[0].findings == []

@@ -289,12 +289,17 @@ class Workspace:
         """``lint_source``, with the file's analysis and whether the project model changed (the
         other files' results may have). Only the changed top-level statements are analysed again
         (``memory``), and the model is updated from the new text (see ``update``)."""
-        if "warp" not in source.text:  # the command line's cheap check: nothing of its own to report
+        mentions_warp = "warp" in source.text
+        if not mentions_warp:
             analysis = analyse_source(source, settings, kernels=False, memory=self.memory)
             analysis.findings = []
         else:
             analysis = self.analyse(source, settings)
         changed = self.update(analysis)  # text that does not parse has no summary: the model has none for it
+        if not mentions_warp:
+            # The command line's cheap check: such a file reports nothing, host findings included;
+            # its summary still serves the model (the command line reads it as a file it does not lint).
+            return finalize(source, source.path, [], settings), analysis, changed
         return self.results([analysis], lambda _: settings)[0], analysis, changed
 
     def analysis_of(self, path: str) -> FileAnalysis | None:
