@@ -65,6 +65,19 @@ class DynamicLoopMutation(Rule):
     safe_form = "static-enclosing-loops"
 
     VALID = [
+        # A local assigned an integer literal once is a constant to Warp: this loop is unrolled.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def two_terms(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+                i = wp.tid()
+                num_terms = 2
+                s = float(1.0)
+                for term in range(0, num_terms):
+                    s = s * x[i]
+                out[i] = s
+            """),
         # The carried `mask` is the integer element of what the helper returns: no gradient.
         Example("""
             import warp as wp
@@ -79,22 +92,9 @@ class DynamicLoopMutation(Rule):
             def pick(x: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
                 i = wp.tid()
                 mask = wp.uint32(0)
-                while mask != wp.uint32(2):
+                while mask == wp.uint32(0):
                     best, mask = nearer(x[0], x[i])
                 out[i] = best * float(mask)
-            """),
-        # A local assigned an integer literal once is a constant to Warp: this loop is unrolled.
-        Example("""
-            import warp as wp
-
-            @wp.kernel
-            def two_terms(x: wp.array(dtype=float), out: wp.array(dtype=float)):
-                i = wp.tid()
-                num_terms = 2
-                s = float(1.0)
-                for term in range(0, num_terms):
-                    s = s * x[i]
-                out[i] = s
             """),
         Example("""
             import warp as wp
