@@ -42,7 +42,7 @@ from warp_lint.names import import_skeleton
 from warp_lint.project.summary import WARP_DECORATOR_KINDS, FileSummary, StatementMemo
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceFile, common_ends, split_lines
-from warp_lint.triage import Triage, is_setup_hook, synthesize
+from warp_lint.triage import Triage, first_line, is_setup_hook, synthesize
 
 # A line mark is MARK_BASE + part * PART_SPAN + (line within the part, from 1).
 MARK_BASE = 7 * 10 ** 15
@@ -133,7 +133,7 @@ class LastTrees:
             tree = ast.parse(text)
         else:
             self.reparsed += 1
-        self._last[path] = (lines, tree, [_first_line(statement) for statement in tree.body])
+        self._last[path] = (lines, tree, [first_line(statement) for statement in tree.body])
         self._last.move_to_end(path)
         while len(self._last) > self.capacity:
             self._last.popitem(last=False)
@@ -363,7 +363,7 @@ def _fingerprint(helper) -> tuple | None:
 # -- parts and keys ---------------------------------------------------------------------------
 
 def _parts(triaged: Triage, lines: list[str]) -> list[Part]:
-    statements = [(_first_line(s), s.end_lineno or s.lineno, s) for s in triaged.tree.body]
+    statements = [(first_line(s), s.end_lineno or s.lineno, s) for s in triaged.tree.body]
     starts = [first for first, _, _ in statements]
     parts: list[Part] = []
     owner: dict[int, Part] = {}
@@ -390,11 +390,6 @@ def _parts(triaged: Triage, lines: list[str]) -> list[Part]:
 def _identifiers(found: list[str]) -> frozenset[str]:
     # Python reads identifiers NFKC-normalised: `ﬁ` in the text is the name `fi`.
     return frozenset(unicodedata.normalize("NFKC", word) if not word.isascii() else word for word in found)
-
-
-def _first_line(node: ast.stmt) -> int:
-    decorators = getattr(node, "decorator_list", None)
-    return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
 
 
 def _defined_by(parts: list[Part], units: list[int]) -> dict[str, list[int]]:

@@ -104,7 +104,8 @@ def _is_warp_decorated(node: ast.AST, aliases: dict[str, str]) -> bool:
     return False
 
 
-def _first_line(node: ast.stmt) -> int:
+def first_line(node: ast.AST) -> int:
+    """A statement's first line, its decorators included."""
     decorators = getattr(node, "decorator_list", None)
     return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
 
@@ -184,13 +185,13 @@ def triage(text: str, whole_file: bool = False, tree: ast.Module | None = None) 
     definitions = 0
     for statement in tree.body:
         if isinstance(statement, (ast.Import, ast.ImportFrom)) or _is_module_setting(statement, settings_lines):
-            ranges.append((_first_line(statement), statement.end_lineno, 0))
+            ranges.append((first_line(statement), statement.end_lineno, 0))
             continue
         for node in _walk_statements(statement):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _is_warp_decorated(
                 node, aliases
             ):
-                ranges.append((_first_line(node), node.end_lineno, node.col_offset))
+                ranges.append((first_line(node), node.end_lineno, node.col_offset))
                 definitions += 1
     if not definitions:
         return Triage(tree, aliases, [], "", import_nodes, [], [])  # no Warp definition: nothing for LibCST
@@ -212,8 +213,8 @@ def _merge(ranges: list[tuple[int, int, int]], tree: ast.Module) -> list[tuple[i
         if merged and start <= merged[-1][1]:
             continue  # inside a range already kept
         if indent and merged and merged[-1][1] == start - 1 and merged[-1][2] != indent:
-            top = next(s for s in tree.body if _first_line(s) <= start <= s.end_lineno)
-            start, end, indent = _first_line(top), top.end_lineno, 0
+            top = next(s for s in tree.body if first_line(s) <= start <= s.end_lineno)
+            start, end, indent = first_line(top), top.end_lineno, 0
             while merged and merged[-1][1] >= start:
                 merged.pop()
         merged.append((start, end, indent))

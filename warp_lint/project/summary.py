@@ -21,6 +21,7 @@ import re
 from typing import Any
 
 from warp_lint.source import split_lines
+from warp_lint.triage import first_line
 
 SUMMARY_VERSION = 2
 
@@ -406,11 +407,6 @@ def _small(node: ast.AST, limit: int = 64) -> bool:
     return True
 
 
-def _first_line(node: ast.AST) -> int:
-    decorators = getattr(node, "decorator_list", None)
-    return min([d.lineno for d in decorators] + [node.lineno]) if decorators else node.lineno
-
-
 def _literal_truths(loop: ast.stmt) -> tuple[bool, ...] | None:
     """`for flag in (False, True):` -> (False, True): one plain name over a literal sequence of constants."""
     if isinstance(loop, (ast.For, ast.AsyncFor)) and isinstance(loop.target, ast.Name) and \
@@ -577,7 +573,7 @@ class _Builder:
         if self.memo is None:
             self._definitions([statement], "", None)
             return
-        first = _first_line(statement)
+        first = first_line(statement)
         key = (first, "".join(self.text.lines[first - 1:statement.end_lineno or statement.lineno]), names)
         found = self.memo.get(key)
         if found is None:
@@ -727,7 +723,7 @@ class _Builder:
         ast.copy_location(name_node, node)
         summary = FunctionSummary(qualname, node.name, self._params(node),
                                   self.code(node.returns) if node.returns else "", decorators, self.text.loc(node),
-                                  _first_line(node), node.end_lineno or node.lineno, owner)
+                                  first_line(node), node.end_lineno or node.lineno, owner)
         warp_kind = next((WARP_DECORATOR_KINDS.get(d.qualified or "") for d in decorators
                           if d.qualified in WARP_DECORATOR_KINDS), None)
         overloaded = any(d.qualified in OVERLOAD_DECORATORS for d in decorators)
@@ -774,7 +770,7 @@ class _Builder:
                                attributes, self.text.loc(node))
         self._put("class", qualname, summary)
         if any(d.qualified == "warp.struct" for d in decorators):
-            struct = FunctionSummary(qualname, node.name, (), "", decorators, self.text.loc(node), _first_line(node),
+            struct = FunctionSummary(qualname, node.name, (), "", decorators, self.text.loc(node), first_line(node),
                                      node.end_lineno or node.lineno, None)
             self._put("struct", qualname, struct)
             return

@@ -28,6 +28,8 @@ from typing import Any
 
 import warp as wp
 
+from warp_lint.triage import first_line
+
 _KERNEL_TYPE = getattr(wp, "Kernel", None) or wp.context.Kernel
 _FUNCTION_TYPE = getattr(wp, "Function", None) or wp.context.Function
 
@@ -305,7 +307,7 @@ def _enclosing_definitions(tree: ast.Module, line: int, name: str) -> list[ast.F
     body = tree.body
     while True:
         holder = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.ClassDef))
-                       and _statement_first(s) <= line <= (s.end_lineno or s.lineno)), None)
+                       and first_line(s) <= line <= (s.end_lineno or s.lineno)), None)
         if isinstance(holder, ast.FunctionDef) and holder.name == name:
             return chain + [holder]
         named = [s for s in body if isinstance(s, ast.FunctionDef) and s.name == name]
@@ -317,13 +319,8 @@ def _enclosing_definitions(tree: ast.Module, line: int, name: str) -> list[ast.F
         body = holder.body
 
 
-def _statement_first(statement: ast.stmt) -> int:
-    decorators = getattr(statement, "decorator_list", None) or []
-    return min([d.lineno for d in decorators] + [statement.lineno])
-
-
 def _statement_source(statement: ast.stmt, lines: list[str]) -> tuple[str, int, int]:
-    first, last = _statement_first(statement), statement.end_lineno or statement.lineno
+    first, last = first_line(statement), statement.end_lineno or statement.lineno
     return textwrap.dedent("".join(lines[first - 1:last])), first, last
 
 
@@ -352,8 +349,8 @@ def call_of_helper(target: Target, path: str, line: int) -> int | None:
     except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
         return None
     around = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-              and _statement_first(node) <= line <= (node.end_lineno or node.lineno)]
-    innermost = max(around, key=_statement_first, default=None)  # not the test function around both
+              and first_line(node) <= line <= (node.end_lineno or node.lineno)]
+    innermost = max(around, key=first_line, default=None)  # not the test function around both
     helper = innermost.name if innermost is not None and innermost.name != target.name else None
     calls = [node.lineno for node in ast.walk(body) if isinstance(node, ast.Call) and helper is not None
              and (getattr(node.func, "id", None) == helper or getattr(node.func, "attr", None) == helper)]
