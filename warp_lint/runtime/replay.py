@@ -416,7 +416,7 @@ def _replay(plan: dict[str, Any], base_path: str, module_name: str, device: str,
         return _verdict(Status.INCONCLUSIVE, Reason.DOES_NOT_MATTER,
                         f"the loss does not depend on the values of `{original}` the overwrite replaces: the "
                         "agreement says nothing of the overwrite", evidence)
-    shift = _gradient_shift(sequence, loss, counterfactual, fresh_loss, inputs)
+    shift = _gradient_shift(sequence, loss, counterfactual, fresh_loss, inputs, np.ones_like(before[loss]))
     if shift is not None:
         # Finite differences resolve a gradient only to their tolerance; the two tape gradients
         # are exact up to rounding, and the sequences differ in nothing but the overwrite.
@@ -437,10 +437,9 @@ GRADIENT_SHIFT_RTOL = 1e-3  # far above float32 rounding of a short launch seque
 
 
 def _gradient_shift(sequence: SequenceUnderTest, loss: str, counterfactual: SequenceUnderTest, fresh_loss: str,
-                    inputs: list[str]) -> dict[str, Any] | None:
+                    inputs: list[str], seed: np.ndarray) -> dict[str, Any] | None:
     """Where the tape gradients of the sequence and of its overwrite-free twin differ beyond rounding
-    (the same loss seeds both), else None."""
-    seed = np.ones_like(sequence.forward()[loss])
+    (``seed`` on the loss of both), else None."""
     with_overwrite = sequence.backward({loss: seed}, inputs)
     without = counterfactual.backward({fresh_loss: seed}, inputs)
     worst = None

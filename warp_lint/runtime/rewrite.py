@@ -359,14 +359,8 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
 def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL102: the in-place store writes to a separate array instead (`a[i] = a[i] * a[i]` ->
     `_wl_shadow[i] = a[i] * a[i]`), so no later replay reads overwritten memory."""
-    statement = block[index]
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        target, value = statement.targets[0], statement.value
-    elif isinstance(statement, ast.AugAssign):
-        target = statement.target
-        value = ast.BinOp(left=_as_load(target), op=statement.op, right=statement.value)
-    else:
-        raise NoSafeForm("the flagged write is not a plain store into an array element (a helper call?)")
+    target, value = _stored(block[index], "the flagged write is not a plain store into an array element"
+                                          " (a helper call?)")
     if not (isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
             and target.value.id in context.params):
         raise NoSafeForm("the flagged write is not a store into an element of an array parameter")
@@ -381,6 +375,15 @@ def _redirect_write(definition: ast.FunctionDef, block: list[ast.stmt], index: i
                     {array: name}, {name: array}, preserves_forward=False)
 
 
+def _stored(statement: ast.stmt, otherwise: str) -> tuple[ast.expr, ast.expr]:
+    """(target, value) of a plain or augmented assignment (`a[i] *= g` stores `a[i] * g`)."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        return statement.targets[0], statement.value
+    if isinstance(statement, ast.AugAssign):
+        return statement.target, ast.BinOp(left=_as_load(statement.target), op=statement.op, right=statement.value)
+    raise NoSafeForm(otherwise)
+
+
 def _as_load(node: ast.expr) -> ast.expr:
     loaded = copy.deepcopy(node)
     for child in ast.walk(loaded):
@@ -392,14 +395,7 @@ def _as_load(node: ast.expr) -> ast.expr:
 def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL103: the component write on a local becomes a new value (`v.y = c` ->
     `_wl_e = v - v; _wl_e.y = c - v.y; v = v + _wl_e`), whose adjoint cuts the old component."""
-    statement = block[index]
-    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
-        target, value = statement.targets[0], statement.value
-    elif isinstance(statement, ast.AugAssign):
-        target = statement.target
-        value = ast.BinOp(left=_as_load(target), op=statement.op, right=statement.value)
-    else:
-        raise NoSafeForm("the flagged statement is not a component assignment")
+    target, value = _stored(block[index], "the flagged statement is not a component assignment")
     local = _component_base(target)
     if local is None or local in context.params:
         raise NoSafeForm("the flagged statement does not assign a component of a local")

@@ -268,9 +268,7 @@ class Tracer:
         def launch(*args, **kwargs):
             return tracer.on_launch(original_launch, args, kwargs)
 
-        launch.__wrapped__ = original_launch
-        launch.__doc__ = original_launch.__doc__
-        wp.launch = launch
+        wp.launch = _stands_for(launch, original_launch)
 
         original_copy = wp.copy
 
@@ -279,9 +277,7 @@ class Tracer:
             tracer.on_host_event(tracer.host.on_copy, args[0] if args else kwargs.get("src"), "wp.copy()", 4)
             return original_copy(dest, *args, **kwargs)
 
-        copy.__wrapped__ = original_copy
-        copy.__doc__ = original_copy.__doc__
-        wp.copy = copy
+        wp.copy = _stands_for(copy, original_copy)
 
         original_clone = wp.clone
 
@@ -289,9 +285,7 @@ class Tracer:
             tracer.on_host_event(tracer.host.on_copy, src, "wp.clone()", 4)
             return original_clone(src, *args, **kwargs)
 
-        clone.__wrapped__ = original_clone
-        clone.__doc__ = original_clone.__doc__
-        wp.clone = clone
+        wp.clone = _stands_for(clone, original_clone)
 
         array_class = wp.array
         for method in ("zero_", "fill_", "assign"):
@@ -311,9 +305,7 @@ class Tracer:
                 # wp.zeros and friends are Warp's code: the user's frame is found further out.
                 tracer.on_host_event(tracer.host.on_allocation, array, data, 4, from_warp_too=True)
 
-        init.__wrapped__ = original_init
-        init.__doc__ = original_init.__doc__
-        array_class.__init__ = init
+        array_class.__init__ = _stands_for(init, original_init)
         utils = getattr(wp, "utils", None)
         for name in UTILITY_OUTPUTS:
             original = getattr(utils, name, None)
@@ -353,10 +345,7 @@ class Tracer:
             tracer.on_host_event(tracer.host.on_readback, array, f".{method}()", 4)
             return original(array, *args, **kwargs)
 
-        reader.__wrapped__ = original
-        reader.__doc__ = original.__doc__
-        reader.__name__ = method
-        return reader
+        return _stands_for(reader, original, method)
 
     def _utility(self, original: Any, name: str) -> Any:
         tracer = self
@@ -370,10 +359,7 @@ class Tracer:
             tracer.on_host_event(tracer.host.on_utility, name, bound, 4)
             return original(*args, **kwargs)
 
-        utility.__wrapped__ = original
-        utility.__doc__ = original.__doc__
-        utility.__name__ = name
-        return utility
+        return _stands_for(utility, original, name)
 
     def _array_writer(self, original: Any, method: str) -> Any:
         tracer = self
@@ -388,10 +374,7 @@ class Tracer:
                     tracer.on_host_event(tracer.host.on_host_assign, array, source, 4)
             return original(array, *args, **kwargs)
 
-        writer.__wrapped__ = original
-        writer.__doc__ = original.__doc__
-        writer.__name__ = method
-        return writer
+        return _stands_for(writer, original, method)
 
     def _wrap_method(self, cls: Any, name: str, handler: Any) -> None:
         original = getattr(cls, name)
@@ -399,10 +382,7 @@ class Tracer:
         def method(tape, *args, **kwargs):
             return handler(original, tape, args, kwargs)
 
-        method.__wrapped__ = original
-        method.__doc__ = original.__doc__
-        method.__name__ = name
-        setattr(cls, name, method)
+        setattr(cls, name, _stands_for(method, original, name))
 
     # -- tracker messages ----------------------------------------------------------------------
     def on_message(self, message: str, swallow: bool = True) -> bool:
@@ -1032,3 +1012,13 @@ def install(warp_module: Any, config: dict[str, Any]) -> None:
     tracer.events.write("start", argv=list(sys.argv), warp_version=getattr(wp, "__version__", None),
                         python=sys.version.split()[0],
                         tracking=bool(getattr(wp.config, "verify_autograd_array_access", False)))
+
+
+def _stands_for(wrapper: Any, original: Any, name: str | None = None) -> Any:
+    """``wrapper``, dressed as the Warp function or method it replaces while tracing (``inspect``
+    and ``help()`` see the original)."""
+    wrapper.__wrapped__ = original
+    wrapper.__doc__ = original.__doc__
+    if name is not None:
+        wrapper.__name__ = name
+    return wrapper
