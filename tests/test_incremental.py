@@ -527,3 +527,29 @@ def test_a_buffer_that_stops_mentioning_warp_reports_what_the_command_line_does(
     path.write_text(edited, encoding="utf-8")
     on_disk = analyse_bytes(str(path), edited.encode("utf-8"), SETTINGS)
     assert incremental == Workspace.for_files([path]).results([on_disk], lambda _: SETTINGS)[0].findings == []
+
+
+def test_a_dropped_project_is_freed_and_leaves_the_other_projects_caches_alone(tmp_path):
+    """An editor drops a project when its files change on disk. Nothing may keep its index (every
+    summary it read) alive, and filling another project's index may not empty this one's memos
+    (a class-wide ``lru_cache`` on the index's methods did both)."""
+    import gc
+    import weakref
+
+    (tmp_path / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
+    texts = {name: PROJECT_FILES[name] for name in ("funcs.py", "through.py")}
+    paths = {name: tmp_path / name for name in texts}
+    for name, text in texts.items():
+        paths[name].write_text(text, encoding="utf-8")
+    kept = Workspace.for_files([paths["through.py"]])
+    kept.lint_source(_source(paths["through.py"], texts["through.py"]), SETTINGS)
+    memos = {name: dict(memo) for name, memo in kept.index._memos.items()}
+    assert memos
+
+    dropped = Workspace.for_files([paths["through.py"]])
+    dropped.lint_source(_source(paths["funcs.py"], texts["funcs.py"]), SETTINGS)
+    assert {name: dict(memo) for name, memo in kept.index._memos.items()} == memos
+    index = weakref.ref(dropped.index)
+    del dropped
+    gc.collect()
+    assert index() is None

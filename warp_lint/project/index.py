@@ -74,9 +74,38 @@ class WarpDefinition:
     disabled_by: str = ""  # decorator | config | module_options
 
 
+def _memoized(maxsize: int):
+    """Memoise a ProjectIndex method per index. ``functools.lru_cache`` on a method keeps every
+    index it has seen alive (and with it every summary: a million objects after a run, which the
+    interpreter then spends seconds collecting at exit), and its ``cache_clear`` empties every
+    index's cache at once."""
+
+    def decorate(method):
+        name = method.__name__
+
+        @functools.wraps(method)
+        def memoized(self, *arguments):
+            memo = self._memos.get(name)
+            if memo is None:
+                memo = self._memos[name] = {}
+            try:
+                return memo[arguments]
+            except KeyError:
+                pass
+            if len(memo) >= maxsize:
+                memo.clear()
+            value = memo[arguments] = method(self, *arguments)
+            return value
+
+        return memoized
+
+    return decorate
+
+
 class ProjectIndex:
     def __init__(self, files: list[Path], loader: Callable[[str], FileSummary | None]):
         self._loader = loader
+        self._memos: dict[str, dict] = {}  # method -> arguments -> result (``_memoized``)
         self.modules: dict[str, list[ModuleInfo]] = {}
         self.by_path: dict[str, ModuleInfo] = {}
         self._resolving: set[tuple[str, str]] = set()
@@ -98,9 +127,7 @@ class ProjectIndex:
         self._clear_caches()
 
     def _clear_caches(self) -> None:
-        for cached in (self.resolve, self.warp_definition, self.mro, self._assigned_attributes, self._module_name,
-                       self.attribute_class):
-            cached.cache_clear()
+        self._memos.clear()
 
     def summary(self, info: ModuleInfo) -> FileSummary | None:
         if not info.loaded:
@@ -128,7 +155,7 @@ class ProjectIndex:
         return self.by_path.get(symbol.path) if symbol.path else self.module(symbol.module)
 
     # -- names ----------------------------------------------------------------------------
-    @functools.lru_cache(maxsize=65536)
+    @_memoized(maxsize=65536)
     def resolve(self, path: str, scope: str, code: str) -> Symbol | None:
         """What the dotted name ``code`` means in function ``scope`` (a qualname, or MODULE_SCOPE)
         of the file ``path``; None when it is a local variable, a builtin or unknown."""
@@ -180,7 +207,7 @@ class ProjectIndex:
             return Symbol("function", info.name, qualname, info.path)
         return None
 
-    @functools.lru_cache(maxsize=131072)
+    @_memoized(maxsize=131072)
     def _module_name(self, path: str, name: str) -> Symbol | None:
         """``name`` at the top level of the module in ``path``: a definition, an assignment, an import."""
         if (path, name) in self._resolving or len(self._resolving) > MAX_RESOLUTION_DEPTH:
@@ -273,7 +300,7 @@ class ProjectIndex:
         summary = self.summary(info) if info is not None else None
         return summary.classes.get(symbol.qualname) if summary is not None else None
 
-    @functools.lru_cache(maxsize=8192)
+    @_memoized(maxsize=8192)
     def mro(self, symbol: Symbol) -> tuple[Symbol, ...]:
         """The class and its project bases, depth first (enough for the single inheritance of
         simulators and solvers; diamonds keep their first occurrence)."""
@@ -329,7 +356,7 @@ class ProjectIndex:
             found += self._assigned_attributes(cls).get(attribute, [])
         return found
 
-    @functools.lru_cache(maxsize=8192)
+    @_memoized(maxsize=8192)
     def _assigned_attributes(self, cls: Symbol) -> dict[str, list[tuple[Symbol, FunctionSummary, Any]]]:
         """Attribute -> its assignments `self.attribute = value` in the methods of this class."""
         found: dict[str, list] = {}
@@ -352,7 +379,7 @@ class ProjectIndex:
                             found.setdefault(code[len(prefix):], []).append((method, function, value))
         return found
 
-    @functools.lru_cache(maxsize=16384)
+    @_memoized(maxsize=16384)
     def attribute_class(self, cls: Symbol, attribute: str) -> Symbol | None:
         """The class of `obj.attribute` for objects of class ``cls``, as far as the code says: the
         class's annotation of it, or a constructor call its methods assign to it."""
@@ -379,7 +406,7 @@ class ProjectIndex:
         return callee if callee is not None and callee.kind == "class" else None
 
     # -- Warp definitions -----------------------------------------------------------------
-    @functools.lru_cache(maxsize=65536)
+    @_memoized(maxsize=65536)
     def warp_definition(self, symbol: Symbol) -> WarpDefinition | None:
         """The kernel, func or struct ``symbol`` names, judged by its decorators (Warp's own, or a
         project decorator that applies ``wp.kernel``/``wp.func``), else None."""
