@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import gc
 import sys
 from pathlib import Path
 from typing import Sequence
@@ -280,6 +281,15 @@ def print_rules(output_format: str) -> int:
         flags = ("fix" if rule.fixable() else "   ") + " " + (rule.affected_versions or "all").ljust(8)
         sys.stdout.write(f"{rule.code}  {rule.name:<32} {flags}  {rule.summary()}\n")
     return EXIT_CLEAN
+
+
+def console_main() -> int:
+    """The ``warp-lint`` command. A run's project model is a million small objects in reference
+    cycles; collecting them when the interpreter exits took 2-6 s of a 10 s run. Frozen, they are
+    left to the operating system, which frees a process's memory at once."""
+    code = main()
+    gc.freeze()
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
