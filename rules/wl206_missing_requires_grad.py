@@ -149,8 +149,54 @@ class MissingRequiresGrad(Rule):
                     wp.launch(count_contacts, n, inputs=[x], outputs=[counts])
                     wp.launch(weighted, n, inputs=[x, counts], outputs=[y])
             """),
+        # The same counts, added by a `@wp.func` helper the kernel passes the array to (newton's
+        # XPBD contact solver): the helper stores a constant, so no gradient is cut there either.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def count_contact(x: wp.array(dtype=float), counts: wp.array(dtype=float), i: int):
+                if x[i] < 0.5:
+                    wp.atomic_add(counts, 0, 1.0)
+
+            @wp.kernel
+            def count_contacts(x: wp.array(dtype=float), counts: wp.array(dtype=float)):
+                count_contact(x, counts, wp.tid())
+
+            @wp.kernel
+            def weighted(x: wp.array(dtype=float), counts: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i] / wp.max(counts[0], 1.0)
+
+            def run(x, y, n):
+                counts = wp.zeros(1, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(count_contacts, n, inputs=[x], outputs=[counts])
+                    wp.launch(weighted, n, inputs=[x, counts], outputs=[y])
+            """),
     ]
     INVALID = [
+        # A helper that stores the square of what it reads: the gradient stops at `y`.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def store_square(x: wp.array(dtype=float), y: wp.array(dtype=float), i: int):
+                y[i] = x[i] * x[i]
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                store_square(x, y, wp.tid())
+
+            def run(x, loss, n):
+                y = wp.zeros(n, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(square, n, inputs=[x], outputs=[y])
+                    wp.launch(square, n, inputs=[y], outputs=[loss])
+                tape.backward(loss)
+            """),
         Example("""
             import warp as wp
 
