@@ -174,6 +174,15 @@ def _source(path: Path, text: str) -> SourceFile:
     return SourceFile(str(path), text.encode("utf-8"), text, "utf-8", False)
 
 
+def _write_project(root: Path, texts: dict[str, str]) -> dict[str, Path]:
+    """A marked project root holding ``texts`` (file name -> text); file name -> its path."""
+    (root / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
+    paths = {name: root / name for name in texts}
+    for name, text in texts.items():
+        paths[name].write_text(text, encoding="utf-8")
+    return paths
+
+
 def _summary(findings) -> list:
     return sorted((f.code, f.start, f.end, f.message, repr(f.fix), repr(f.related), repr(f.data)) for f in findings)
 
@@ -415,11 +424,8 @@ def test_edits_of_one_file_lint_the_project_as_the_command_line(tmp_path_factory
     from warp_lint.runner import lint_project
 
     root = tmp_path_factory.mktemp("project")
-    (root / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
     texts = dict(PROJECT_FILES)
-    paths = [root / name for name in sorted(texts)]
-    for path in paths:
-        path.write_text(texts[path.name], encoding="utf-8")
+    paths = list(_write_project(root, dict(sorted(texts.items()))).values())
     session = Workspace.for_files(paths)
     for path in paths:
         session.lint_source(_source(path, texts[path.name]), SETTINGS)
@@ -439,11 +445,8 @@ def test_a_helper_edited_in_another_file_changes_its_callers_results(tmp_path):
     fine, storing after the kernel's read is WL102; a file only read (not linted) follows it too."""
     from warp_lint.runner import lint_project
 
-    (tmp_path / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
     texts = {name: PROJECT_FILES[name] for name in ("funcs.py", "through.py")}
-    paths = {name: tmp_path / name for name in texts}
-    for name, text in texts.items():
-        paths[name].write_text(text, encoding="utf-8")
+    paths = _write_project(tmp_path, texts)
     session = Workspace.for_files([paths["through.py"]])
     session.lint_source(_source(paths["funcs.py"], texts["funcs.py"]), SETTINGS)
     session.lint_source(_source(paths["through.py"], texts["through.py"]), SETTINGS)
@@ -467,7 +470,6 @@ def test_a_function_that_starts_recording_is_followed_by_the_recordings_that_cal
     """`main` calls `setup` before its tape opens; `setup` calls `prepare` in another file. Once an
     edit gives `prepare` a tape, `main`'s recording follows `setup` (no longer skipped as leading
     nowhere) though it never read the edited file before: the model must record it again."""
-    (tmp_path / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
     kernels = PROJECT_FILES["kernels.py"]
     helpers = "import warp as wp\n\nfrom kernels import square\n\n\ndef prepare(x):\n    return x\n"
     taped = helpers.replace("    return x\n", "    tape = wp.Tape()\n    with tape:\n"
@@ -492,10 +494,7 @@ def test_a_function_that_starts_recording_is_followed_by_the_recordings_that_cal
                 tape.backward()
             """),
     }
-    paths = []
-    for name, text in files.items():
-        (tmp_path / name).write_text(text, encoding="utf-8")
-        paths.append(tmp_path / name)
+    paths = list(_write_project(tmp_path, files).values())
     session = Workspace.for_files(paths)
     for path in paths:
         session.lint_source(_source(path, files[path.name]), SETTINGS)
@@ -536,11 +535,8 @@ def test_a_dropped_project_is_freed_and_leaves_the_other_projects_caches_alone(t
     import gc
     import weakref
 
-    (tmp_path / "pyproject.toml").write_text("[tool.warp-lint]\n", encoding="utf-8")
     texts = {name: PROJECT_FILES[name] for name in ("funcs.py", "through.py")}
-    paths = {name: tmp_path / name for name in texts}
-    for name, text in texts.items():
-        paths[name].write_text(text, encoding="utf-8")
+    paths = _write_project(tmp_path, texts)
     kept = Workspace.for_files([paths["through.py"]])
     kept.lint_source(_source(paths["through.py"], texts["through.py"]), SETTINGS)
     memos = {name: dict(memo) for name, memo in kept.index._memos.items()}
