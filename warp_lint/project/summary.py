@@ -298,12 +298,20 @@ class FileSummary:
 
 # -- the builder ---------------------------------------------------------------------------------
 
+def _with_call(value: Value, call: int | None) -> Value:
+    """``value`` as produced by call number ``call`` (a list element that is a call)."""
+    return value if value.call == call else dataclasses.replace(value, call=call)
+
+
 class _Text:
     """Positions and source segments: ``ast`` gives UTF-8 byte columns; findings count code points."""
 
     def __init__(self, text: str):
         self.lines = split_lines(text)
         self.ascii = text.isascii()
+        # One Loc per span: a call statement's call and statement share theirs. Half of a file's
+        # spans repeat, and a shared object is pickled (to the parent, to the cache) once.
+        self._locs: dict[tuple[int, int, int, int], Loc] = {}
 
     def column(self, line: int, offset: int) -> int:
         if self.ascii or line - 1 >= len(self.lines):
@@ -315,8 +323,11 @@ class _Text:
 
     def loc(self, node: ast.AST) -> Loc:
         line, end_line = node.lineno, node.end_lineno or node.lineno
-        return Loc(line, self.column(line, node.col_offset) + 1, end_line,
-                   self.column(end_line, node.end_col_offset or 0) + 1)
+        span = (line, self.column(line, node.col_offset) + 1, end_line, self.column(end_line, node.end_col_offset or 0) + 1)
+        found = self._locs.get(span)
+        if found is None:
+            found = self._locs[span] = Loc(*span)
+        return found
 
     def segment(self, node: ast.AST) -> str:
         line, end_line = node.lineno, node.end_lineno or node.lineno
@@ -531,6 +542,10 @@ class _Builder:
         self.text = _Text(text)
         self.warp_aliases = warp_aliases
         self.memo = memo
+        # Names, dotted names and constants that no call produces: one Value each per file (they
+        # are most of a file's values, and a shared object is pickled once).
+        self._values: dict[tuple[str, bool, str], Value] = {}
+        self._args: dict[tuple[str | None, str, bool, str], Arg] = {}
         self._found: list | None = None  # what the top-level statement being read defines, for the memo
         self.imports: list[ImportBinding] = []
         self.functions: dict[str, FunctionSummary] = {}
@@ -566,6 +581,28 @@ class _Builder:
             self._top_level_definitions(statement, names)
         return FileSummary(SUMMARY_VERSION, digest, dict(self.warp_aliases), self.imports, self.functions,
                            self.warp_defs, self.classes, self.settings, self.values, self.all_names)
+
+    def shared_value(self, code: str, plain: bool, call_index: int | None, star: str,
+                     literal: Any = NOT_LITERAL) -> Value:
+        """A name's, dotted name's or constant's Value (``literal`` follows from ``code``); one per
+        file where no call produces it. Values are not changed once made."""
+        if call_index is not None:
+            return Value(code, plain, call_index, literal, star=star)
+        key = (code, plain, star)
+        found = self._values.get(key)
+        if found is None:
+            found = self._values[key] = Value(code, plain, None, literal, star=star)
+        return found
+
+    def shared_arg(self, keyword: str | None, value: Value) -> Arg:
+        """An argument; one per file for each keyword and shared value (`device=device`)."""
+        if self._values.get((value.code, value.plain, value.star)) is not value:
+            return Arg(keyword, value)
+        key = (keyword, value.code, value.plain, value.star)
+        found = self._args.get(key)
+        if found is None:
+            found = self._args[key] = Arg(keyword, value)
+        return found
 
     def _top_level_definitions(self, statement: ast.stmt, names: tuple) -> None:
         """The definitions in one top-level statement; from the memo when it read the same statement
@@ -812,12 +849,12 @@ class _OpScanner:
             star, node = "*", node.value
         kind = node.__class__
         if kind is ast.Name:  # the common cases, without a walk
-            return Value(node.id, True, call_index, star=star)
+            return builder.shared_value(node.id, True, call_index, star)
         if kind is ast.Constant:
-            return Value(builder.text.segment(node), False, call_index, node.value, star=star)
+            return builder.shared_value(builder.text.segment(node), False, call_index, star, node.value)
         name = dotted(node) if kind is ast.Attribute else None
         if name is not None:
-            return Value(name, True, call_index, star=star)
+            return builder.shared_value(name, True, call_index, star)
         value = Value(builder.code(node), _plain(node), call_index, _literal(node), star=star)
         if isinstance(node, (ast.List, ast.Tuple)):
             elements = []
@@ -833,8 +870,8 @@ class _OpScanner:
     def value(self, node: ast.AST, calls: dict[int, int]) -> Value:
         value = self.value_of(self.builder, node, calls.get(id(node)))
         if value.elements is not None and isinstance(node, (ast.List, ast.Tuple)):
-            for element, element_node in zip(value.elements, node.elts):
-                element.call = calls.get(id(element_node))
+            value.elements = tuple(_with_call(element, calls.get(id(element_node)))
+                                   for element, element_node in zip(value.elements, node.elts))
         return value
 
     # -- statements -----------------------------------------------------------------------
@@ -983,12 +1020,12 @@ class _OpScanner:
         receiver = method = None
         if isinstance(func, ast.Attribute):
             receiver, method = self.builder.code(func.value), func.attr
-        args = [Arg(None, self.value(a, indices)) for a in call.args]
+        args = [self.builder.shared_arg(None, self.value(a, indices)) for a in call.args]
         for keyword in call.keywords:
             value = self.value(keyword.value, indices)
             if keyword.arg is None:
-                value.star = "**"
-            args.append(Arg(keyword.arg, value))
+                value = dataclasses.replace(value, star="**")
+            args.append(self.builder.shared_arg(keyword.arg, value))
         statement = self.statement
         if role == "expr":
             role = "discard"
