@@ -163,10 +163,10 @@ class Dataflow:
                     for use in found:
                         if use.position in (LINEAR, NONLINEAR):
                             self.edges.setdefault(use.name, set()).add(receiver)
-                if receivers == [SINK]:
-                    self._store(self._array(cst.Name(_root(target))), found)
                     if isinstance(small, cst.AugAssign) and receiver != SINK:
                         self.edges.setdefault(receiver, set()).add(receiver)
+                if receivers == [SINK]:
+                    self._store(self._array(cst.Name(_root(target))), found)
             if isinstance(small, cst.AugAssign) and not isinstance(small.operator, (cst.AddAssign, cst.SubtractAssign)):
                 # `s *= w`: the target's own value is used nonlinearly
                 for target in targets:
