@@ -60,11 +60,11 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
                                                      _writes_struct_floats(function, index, structs))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
-                       function.differentiable, _gradient_writes(function, names, effects, index))
+                       function.differentiable, _gradient_writes(function, names, index))
 
 
-def _gradient_writes(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]],
-                     index: KernelIndex, visiting: frozenset[str] = frozenset()) -> frozenset[str] | None:
+def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,
+                     visiting: frozenset[str] = frozenset()) -> frozenset[str] | None:
     """The array parameters that receive a value depending on a differentiable input; None where
     that is not known (a write through a helper of another file, or a recursive one).
 
@@ -72,12 +72,11 @@ def _gradient_writes(function: FunctionModel, names: WarpNames, effects: dict[st
     into the parameter the array is passed as, judged by the helper's own dataflow, in which every
     float argument carries one (newton's contact solver passes its per-body contact counts to the
     helper that adds `1.0` into them)."""
-    written = [param for param, kinds in effects.items() if kinds & {"write", "accumulate"}]
+    written = {access.array for access in function.accesses if access.kind in ("write", "accumulate")}
     flow = dataflow_of(function, names)
-    found = {param for param in written if any(access.array == param and access.via is None
-                                               for access in function.accesses) and flow.stores_gradient(param)}
-    through_helpers = {access.array for param in written for access in function.accesses
-                       if access.array == param and access.via is not None}
+    found = {access.array for access in function.accesses
+             if access.array in written and access.via is None and flow.stores_gradient(access.array)}
+    through_helpers = {access.array for access in function.accesses if access.array in written and access.via}
     for call in function.helper_calls:
         passed = {helper_param: array for helper_param, array in call.arguments.items() if array in through_helpers}
         if not passed:
@@ -86,8 +85,7 @@ def _gradient_writes(function: FunctionModel, names: WarpNames, effects: dict[st
         if not helpers or call.helper in visiting:
             return None
         for helper in helpers:
-            stored = _gradient_writes(helper, names, {array: frozenset(kinds) for array, kinds in
-                                                      helper.effects().items()}, index, visiting | {function.name})
+            stored = _gradient_writes(helper, names, index, visiting | {function.name})
             if stored is None:
                 return None
             found |= {array for helper_param, array in passed.items() if helper_param in stored}
