@@ -323,7 +323,8 @@ class _Text:
 
     def loc(self, node: ast.AST) -> Loc:
         line, end_line = node.lineno, node.end_lineno or node.lineno
-        span = (line, self.column(line, node.col_offset) + 1, end_line, self.column(end_line, node.end_col_offset or 0) + 1)
+        span = (line, self.column(line, node.col_offset) + 1,
+                end_line, self.column(end_line, node.end_col_offset or 0) + 1)
         found = self._locs.get(span)
         if found is None:
             found = self._locs[span] = Loc(*span)
