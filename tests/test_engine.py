@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from warp_lint import suppression
 from warp_lint.testing import fix_code, lint_code, snippet
 
 
@@ -331,6 +332,13 @@ class TestSuppression:
     def test_noqa_inside_a_string_is_not_a_directive(self):
         code = self.CODE.format(comment="") + '\nNOTE = "# noqa"\n'
         assert codes(code)
+
+    @pytest.mark.parametrize("only_lines, expected", [
+        (None, [2, 6]), ({6}, [2, 6]), ({2, 3}, [2, 6]), ({3, 4}, []), ({5}, [2, 6]), ({99}, []),
+    ])
+    def test_directives_of_some_lines_read_the_file_as_the_full_parse_does(self, only_lines, expected):
+        text = 'x = 1\ny = 2  # noqa: WL102\nz = 3\ndoc = """\n# noqa inside a string\n"""  # NOQA\n'
+        assert sorted(suppression.parse_directives(text, only_lines)) == expected
 
     def test_unused_noqa_is_reported_on_request_with_a_fix(self):
         found = lint_code(self.CODE.format(comment="  # noqa: WL102, WL101"), report_unused_noqa=True)

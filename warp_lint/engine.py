@@ -212,7 +212,9 @@ def finalize(source: SourceFile | None, path: str, findings: list[Finding], sett
     """Suppressions, unused suppressions and order: the last step of every file's findings."""
     if not findings and not settings.report_unused_noqa:
         return FileResult(path, [], source)
-    directives = suppression.parse_directives(source.text) if source is not None else {}
+    # Unused suppressions are reported from every directive; otherwise only the findings' lines matter.
+    only_lines = None if settings.report_unused_noqa else {finding.start.line for finding in findings}
+    directives = suppression.parse_directives(source.text, only_lines) if source is not None else {}
     kept = []
     for finding in findings:
         if finding.code in EXTRA_CODES or not suppression.is_suppressed(directives, finding.start.line, finding.code):

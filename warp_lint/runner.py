@@ -79,6 +79,18 @@ def _collector_paused():
             gc.enable()
 
 
+@contextlib.contextmanager
+def _analyses_frozen():
+    """The analyses live to the end of the run: the collections the project model's allocations
+    trigger leave them out (they took 0.3 of its 1.9 s on the benchmark's corpus). Unfrozen after,
+    so a long-lived process (the editor's) can still collect them."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 def default_jobs() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -179,7 +191,8 @@ def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings]
     analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress, keys, workspace)
     if progress and len(files) > 50:
         progress(f"following recordings across {len(files)} files")
-    results = workspace.results(analyses, settings_for)
+    with _analyses_frozen():
+        results = workspace.results(analyses, settings_for)
     if run_key is not None and not internal_errors and len(results) == len(files):
         cache.put_blob(run_key, [(r.path, r.findings) for r in results])
     return results, internal_errors, workspace

@@ -10,6 +10,8 @@ import io
 import re
 import tokenize
 
+from warp_lint.source import split_lines
+
 NOQA = re.compile(r"#\s*noqa(?::[\s]?(?P<codes>[A-Z]+[0-9]+(?:[,\s]+[A-Z]+[0-9]+)*))?", re.IGNORECASE)
 
 
@@ -22,9 +24,16 @@ class Directive:
     used: set[str] = dataclasses.field(default_factory=set)
 
 
-def parse_directives(text: str) -> dict[int, Directive]:
+def parse_directives(text: str, only_lines: set[int] | None = None) -> dict[int, Directive]:
+    """The file's directives by line. With ``only_lines``, the directives of other lines may be left
+    out: a file is tokenized (the slow part, pure Python) only when one of those lines mentions
+    ``noqa``."""
     if "noqa" not in text.lower():
         return {}
+    if only_lines is not None:
+        lines = split_lines(text)
+        if not any(0 < line <= len(lines) and "noqa" in lines[line - 1].lower() for line in only_lines):
+            return {}
     found: dict[int, Directive] = {}
     try:
         for token in tokenize.generate_tokens(io.StringIO(text).readline):

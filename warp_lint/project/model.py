@@ -128,6 +128,7 @@ class _ReadingIndex:
             self._note(result)
             return result
 
+        self.__dict__[name] = read  # a recording asks tens of thousands of times: make the wrapper once
         return read
 
     def _note(self, value) -> None:

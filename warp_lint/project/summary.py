@@ -17,6 +17,7 @@ import ast
 import collections
 import dataclasses
 import hashlib
+import operator
 import re
 from typing import Any
 
@@ -43,7 +44,29 @@ _HOST_COPY = re.compile(r"([A-Za-z_][A-Za-z_0-9.]*(?:\[[^\]]*\])*)\.(?:numpy|lis
 LAUNCH_FUNCTIONS = frozenset({"warp.launch", "warp.launch_tiled"})
 
 
-@dataclasses.dataclass(frozen=True)
+def _pickled_by_fields(cls):
+    """Pickle ``cls`` as its constructor and its fields' values. A run sends every file's summary
+    from the pool's workers to the main process, half a million of these objects: this form loads
+    2.5 times as fast as a dataclass's default (a new object, then its ``__dict__`` set from a
+    pickled dict), and a slots class has no ``__dict__`` to pickle."""
+    names = [field.name for field in dataclasses.fields(cls)]
+    if len(names) > 1:
+        values = operator.attrgetter(*names)
+    else:
+        values = lambda obj: tuple(getattr(obj, name) for name in names)  # attrgetter of one name is no tuple
+
+    def __reduce__(self):
+        return cls, values(self)
+
+    cls.__reduce__ = __reduce__
+    return cls
+
+
+# Hashable but not frozen: a frozen dataclass's constructor sets each field through
+# ``object.__setattr__``, which made unpickling the spans three times as slow. Spans are shared
+# within a file (``_Text``): never assign to one.
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True, unsafe_hash=True)
 class Loc:
     line: int
     column: int
@@ -53,7 +76,8 @@ class Loc:
 
 # -- operations --------------------------------------------------------------------------------
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class Value:
     """An expression whose value an operation uses."""
 
@@ -77,13 +101,15 @@ class Value:
         return _HOST_COPY.findall(self.code) if "()" in self.code else []
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class Arg:
     keyword: str | None
     value: Value
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class CallOp:
     index: int  # its number among the function's calls (``Value.call`` refers to it)
     func: str  # the callee's code
@@ -112,7 +138,8 @@ class CallOp:
         return any(a.value.star == "**" for a in self.args)
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class AssignOp:
     pairs: tuple[tuple[str, Value | None], ...]  # (target code, its value), bound after every value is read
     augmented: str | None  # "+=" ... for augmented assignments
@@ -121,26 +148,30 @@ class AssignOp:
     value: Value | None  # the statement's whole right-hand side
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class WithItem:
     value: Value
     qualified: str | None  # the Warp name called, when the item is a call (``wp.Tape()``)
     asname: str | None
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class WithOp:
     items: tuple[WithItem, ...]
     loc: Loc  # the header: from `with` to the end of the last item
     stmt: Loc
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class EndWithOp:
     pass
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class LoopOp:
     id: int
     kind: str  # for | while
@@ -150,12 +181,14 @@ class LoopOp:
     truths: tuple[bool, ...] | None = None  # `for flag in (False, True):`: each pass's truth of the target
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class EndLoopOp:
     id: int
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class ArmOp:
     """Entering arm ``arm`` of ``if`` number ``id`` (0 the body, 1 the ``else``/``elif`` part).
     ``gradients``: True when the arm runs only where gradients are required (`if x.requires_grad:`),
@@ -168,19 +201,22 @@ class ArmOp:
     on: tuple[str, bool] | None = None  # runs only when this name is truthy (True) or falsy (False)
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class EndIfOp:
     id: int
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class GradOp:
     code: str  # the array whose gradient is read: `x` of `x.grad` or `tape.gradients[x]`
     loc: Loc
     stmt: Loc
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class ReturnOp:
     value: Value | None
     loc: Loc
@@ -188,7 +224,8 @@ class ReturnOp:
 
 # -- definitions -------------------------------------------------------------------------------
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class Param:
     name: str
     annotation: str  # its code ("" when absent)
@@ -197,7 +234,8 @@ class Param:
     default: Any = NOT_LITERAL  # the default's literal value, when it has one
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class Decorator:
     code: str  # the decorator's target: `wp.kernel` of `@wp.kernel(enable_backward=False)`
     qualified: str | None  # its Warp name, when it is one
@@ -207,7 +245,8 @@ class Decorator:
     loc: Loc
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class FunctionSummary:
     """A host function, a method, a Warp-decorated definition, or the module's own statements."""
 
@@ -235,7 +274,8 @@ class FunctionSummary:
         return self.qualname == MODULE_SCOPE
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class ClassSummary:
     qualname: str
     name: str
@@ -246,7 +286,8 @@ class ClassSummary:
     loc: Loc
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class ImportBinding:
     local: str  # the name bound
     module: str  # the module text as written ("" for `from . import x`)
@@ -256,7 +297,8 @@ class ImportBinding:
     line: int
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class Setting:
     """A module-level Warp setting: `wp.config.KEY = v` or `wp.set_module_options({KEY: v})`."""
 
@@ -267,7 +309,8 @@ class Setting:
     guarded: bool  # under an `if` (e.g. `if __name__ == "__main__":`)
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class ModuleValue:
     """A module-level `NAME = <value>`."""
 
@@ -279,7 +322,8 @@ class ModuleValue:
     line: int
 
 
-@dataclasses.dataclass
+@_pickled_by_fields
+@dataclasses.dataclass(slots=True)
 class FileSummary:
     version: int
     digest: str  # of the text it was read from
