@@ -24,8 +24,21 @@ from warp_lint.runner import lint_project
 class Options:
     arguments: argparse.Namespace
     base_config: Config | None
+    # A folder's configuration and settings read once: a command-line run. The editor asks again
+    # each time, since the user may edit the configuration between lints.
+    remember_folders: bool = False
+    _configs: dict[Path, Config] = dataclasses.field(default_factory=dict, repr=False)
+    _folder_settings: dict[Path, FileSettings] = dataclasses.field(default_factory=dict, repr=False)
 
     def config_for(self, directory: Path) -> Config:
+        if not self.remember_folders:
+            return self._read_config(directory)
+        config = self._configs.get(directory)
+        if config is None:
+            config = self._configs[directory] = self._read_config(directory)
+        return config
+
+    def _read_config(self, directory: Path) -> Config:
         config = self.base_config or find_config(directory)
         a = self.arguments
         overrides = {}
@@ -47,6 +60,9 @@ class Options:
         return dataclasses.replace(config, **overrides) if overrides else config
 
     def settings_for(self, path: Path) -> FileSettings:
+        settings = self._folder_settings.get(path.parent)
+        if settings is not None:
+            return settings
         directory = path.parent.resolve()
         config = self.config_for(directory)
         ignore = list(config.ignore)
@@ -60,8 +76,11 @@ class Options:
                     ignore.extend(codes)
         rules = select_rules(config.select, ignore, config.extend_select)
         target, _ = resolve_target(self.arguments.target_warp_version, config, directory)
-        return FileSettings(tuple(r.code for r in rules), target, config.report_unused_noqa,
-                            report_forward_only=config.report_forward_only)
+        settings = FileSettings(tuple(r.code for r in rules), target, config.report_unused_noqa,
+                                report_forward_only=config.report_forward_only)
+        if self.remember_folders and not config.per_file_ignores:
+            self._folder_settings[path.parent] = settings
+        return settings
 
 
 
@@ -77,7 +96,7 @@ def lint_paths(arguments: argparse.Namespace, paths: list[Path], force_exclude: 
 
         table = _load_toml(arguments.config).get("tool", {}).get("warp-lint", {})
         base = config_from_table(table, arguments.config, arguments.config.resolve().parent)
-    options = Options(arguments, base)
+    options = Options(arguments, base, remember_folders=True)
     errors: list[str] = []
     files: list[Path] = []
     for path, error in discover(paths, options.config_for, force_exclude):

@@ -78,12 +78,15 @@ class Workspace:
         eager: set[str] = set()
         roots = {}
         linted_resolved = set()
+        folders_seen = set()
         for path in linted:
             files[str(path)] = path
             eager.add(str(path))
             linted_resolved.add(path.resolve())
-            root = find_root(path)
-            roots.setdefault(root.path, root)
+            if path.parent not in folders_seen:  # the root is the same for a folder's files
+                folders_seen.add(path.parent)
+                root = find_root(path)
+                roots.setdefault(root.path, root)
         digest = hashlib.blake2b(digest_size=20)
         for root in roots.values():
             for path in project_files(root):
