@@ -76,6 +76,10 @@ class Result:
     instance: Symbol | None = None  # the class of the object it is
 
 
+UNKNOWN = Result(None)  # shared: most calls evaluate to nothing the recording knows
+NO_KEYS: frozenset[str] = frozenset()
+
+
 @dataclasses.dataclass
 class Frame:
     info: ModuleInfo
@@ -239,17 +243,17 @@ class Recorder:
 
     def evaluate(self, frame: Frame, value: Value | None) -> Result:
         if value is None:
-            return Result(None)
+            return UNKNOWN
         if value.call is not None:
-            return frame.results.get(value.call, Result(None))
+            return frame.results.get(value.call, UNKNOWN)
         if value.plain:
             return self._resolve(frame, value.code)
-        return Result(None)
+        return UNKNOWN
 
     def pulls_of(self, frame: Frame, value: Value | None) -> frozenset[str]:
         """Keys of the arrays whose host copies flow into ``value``."""
         if value is None or not (frame.host_copies or frame.host_values):
-            return frozenset()  # nothing in this frame left the device
+            return NO_KEYS  # nothing in this frame left the device
         found = {self.key(frame, code) for code in value.host_copies}
         for name in value.names:
             found |= frame.host_values.get(name, frozenset())
@@ -459,10 +463,10 @@ class Recorder:
         qualified = op.qualified
         if qualified in LAUNCH_FUNCTIONS:
             self.launch(frame, op)
-            return Result(None)
+            return UNKNOWN
         if qualified:
             self.warp_call(frame, op, qualified)
-            return Result(None)
+            return UNKNOWN
         if op.method in HOST_COPY_METHODS:
             frame.host_copies = True
         followed = self.follow_call(frame, op)
@@ -474,7 +478,7 @@ class Recorder:
             writes = (ArrayRef(receiver, key),) if op.method in WRITING_METHODS else ()
             self.event(frame, "method", op.loc, op.stmt, name=op.method, receiver=receiver, key=key, writes=writes,
                        pulls=self._argument_pulls(frame, op), arguments=self.argument_refs(frame, op), call=op)
-        return Result(None)
+        return UNKNOWN
 
     def follow_call(self, frame: Frame, op: CallOp) -> Result | None:
         """Run a project function, method or constructor the call names; its result, or None."""
@@ -556,7 +560,7 @@ class Recorder:
         self.followed.add(target)
         self._run(callee)
         self.active.pop()
-        return callee.returned if callee.returned is not None else Result(None)
+        return callee.returned if callee.returned is not None else UNKNOWN
 
     def warp_call(self, frame: Frame, op: CallOp, qualified: str) -> None:
         reads: tuple[ArrayRef, ...] = ()
@@ -583,6 +587,8 @@ class Recorder:
             self.checked.append((event.target, event))
 
     def _argument_pulls(self, frame: Frame, op: CallOp) -> frozenset[str]:
+        if not (frame.host_copies or frame.host_values):
+            return NO_KEYS  # nothing in this frame left the device (as ``pulls_of`` says per argument)
         return frozenset().union(*(self.pulls_of(frame, a.value) for a in op.args))
 
     def argument_refs(self, frame: Frame, op: CallOp) -> tuple[ArrayRef, ...]:
