@@ -587,8 +587,6 @@ class Recorder:
             self.checked.append((event.target, event))
 
     def _argument_pulls(self, frame: Frame, op: CallOp) -> frozenset[str]:
-        if not (frame.host_copies or frame.host_values):
-            return NO_KEYS  # nothing in this frame left the device (as ``pulls_of`` says per argument)
         return frozenset().union(*(self.pulls_of(frame, a.value) for a in op.args))
 
     def argument_refs(self, frame: Frame, op: CallOp) -> tuple[ArrayRef, ...]:

@@ -44,11 +44,14 @@ _HOST_COPY = re.compile(r"([A-Za-z_][A-Za-z_0-9.]*(?:\[[^\]]*\])*)\.(?:numpy|lis
 LAUNCH_FUNCTIONS = frozenset({"warp.launch", "warp.launch_tiled"})
 
 
-def _pickled_by_fields(cls):
-    """Pickle ``cls`` as its constructor and its fields' values. A run sends every file's summary
-    from the pool's workers to the main process, half a million of these objects: this form loads
-    2.5 times as fast as a dataclass's default (a new object, then its ``__dict__`` set from a
-    pickled dict), and a slots class has no ``__dict__`` to pickle."""
+def _summary_class(cls=None, /, **options):
+    """A slots dataclass that pickles as its constructor and its fields' values. A run sends every
+    file's summary from the pool's workers to the main process, half a million of these objects:
+    this form loads 2.5 times as fast as a dataclass's default (a new object, then its
+    ``__dict__`` set from a pickled dict)."""
+    if cls is None:
+        return lambda cls: _summary_class(cls, **options)
+    cls = dataclasses.dataclass(cls, slots=True, **options)
     names = [field.name for field in dataclasses.fields(cls)]
     if len(names) > 1:
         values = operator.attrgetter(*names)
@@ -65,8 +68,7 @@ def _pickled_by_fields(cls):
 # Hashable but not frozen: a frozen dataclass's constructor sets each field through
 # ``object.__setattr__``, which made unpickling the spans three times as slow. Spans are shared
 # within a file (``_Text``): never assign to one.
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True, unsafe_hash=True)
+@_summary_class(unsafe_hash=True)
 class Loc:
     line: int
     column: int
@@ -76,8 +78,7 @@ class Loc:
 
 # -- operations --------------------------------------------------------------------------------
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class Value:
     """An expression whose value an operation uses."""
 
@@ -101,15 +102,13 @@ class Value:
         return _HOST_COPY.findall(self.code) if "()" in self.code else []
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class Arg:
     keyword: str | None
     value: Value
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class CallOp:
     index: int  # its number among the function's calls (``Value.call`` refers to it)
     func: str  # the callee's code
@@ -138,8 +137,7 @@ class CallOp:
         return any(a.value.star == "**" for a in self.args)
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class AssignOp:
     pairs: tuple[tuple[str, Value | None], ...]  # (target code, its value), bound after every value is read
     augmented: str | None  # "+=" ... for augmented assignments
@@ -148,30 +146,26 @@ class AssignOp:
     value: Value | None  # the statement's whole right-hand side
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class WithItem:
     value: Value
     qualified: str | None  # the Warp name called, when the item is a call (``wp.Tape()``)
     asname: str | None
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class WithOp:
     items: tuple[WithItem, ...]
     loc: Loc  # the header: from `with` to the end of the last item
     stmt: Loc
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class EndWithOp:
     pass
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class LoopOp:
     id: int
     kind: str  # for | while
@@ -181,14 +175,12 @@ class LoopOp:
     truths: tuple[bool, ...] | None = None  # `for flag in (False, True):`: each pass's truth of the target
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class EndLoopOp:
     id: int
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class ArmOp:
     """Entering arm ``arm`` of ``if`` number ``id`` (0 the body, 1 the ``else``/``elif`` part).
     ``gradients``: True when the arm runs only where gradients are required (`if x.requires_grad:`),
@@ -201,22 +193,19 @@ class ArmOp:
     on: tuple[str, bool] | None = None  # runs only when this name is truthy (True) or falsy (False)
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class EndIfOp:
     id: int
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class GradOp:
     code: str  # the array whose gradient is read: `x` of `x.grad` or `tape.gradients[x]`
     loc: Loc
     stmt: Loc
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class ReturnOp:
     value: Value | None
     loc: Loc
@@ -224,8 +213,7 @@ class ReturnOp:
 
 # -- definitions -------------------------------------------------------------------------------
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class Param:
     name: str
     annotation: str  # its code ("" when absent)
@@ -234,8 +222,7 @@ class Param:
     default: Any = NOT_LITERAL  # the default's literal value, when it has one
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class Decorator:
     code: str  # the decorator's target: `wp.kernel` of `@wp.kernel(enable_backward=False)`
     qualified: str | None  # its Warp name, when it is one
@@ -245,8 +232,7 @@ class Decorator:
     loc: Loc
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class FunctionSummary:
     """A host function, a method, a Warp-decorated definition, or the module's own statements."""
 
@@ -274,8 +260,7 @@ class FunctionSummary:
         return self.qualname == MODULE_SCOPE
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class ClassSummary:
     qualname: str
     name: str
@@ -286,8 +271,7 @@ class ClassSummary:
     loc: Loc
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class ImportBinding:
     local: str  # the name bound
     module: str  # the module text as written ("" for `from . import x`)
@@ -297,8 +281,7 @@ class ImportBinding:
     line: int
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class Setting:
     """A module-level Warp setting: `wp.config.KEY = v` or `wp.set_module_options({KEY: v})`."""
 
@@ -309,8 +292,7 @@ class Setting:
     guarded: bool  # under an `if` (e.g. `if __name__ == "__main__":`)
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class ModuleValue:
     """A module-level `NAME = <value>`."""
 
@@ -322,8 +304,7 @@ class ModuleValue:
     line: int
 
 
-@_pickled_by_fields
-@dataclasses.dataclass(slots=True)
+@_summary_class
 class FileSummary:
     version: int
     digest: str  # of the text it was read from
