@@ -24,7 +24,10 @@ class ArrayReadThenWrite(Rule):
     was read) is not flagged, while `a[i] = a[i + 1] * a[i + 1]` is (`a[i + 1]` is read in one
     iteration and overwritten in the next). An index that is computed, read from an array, or
     assigned more than once may be any element. The body of a `@wp.func_grad` custom adjoint is
-    not checked: it runs in the backward pass and nothing differentiates it.
+    not checked: it runs in the backward pass and nothing differentiates it. Nor is the body of a
+    `@wp.func` given a `@wp.func_grad` in the same file: Warp runs the custom adjoint in its place
+    (measured on 1.19: an in-place square with an identity custom adjoint gives gradient 1, the
+    same helper without it gives the replayed `2 * a**2`).
 
     ## Why is this bad?
     Warp's backward pass replays the forward reads from memory. Once the kernel has overwritten
@@ -153,6 +156,19 @@ class ArrayReadThenWrite(Rule):
             def adj_scaled(x: float, buffer: wp.array(dtype=float), adj_ret: float):
                 wp.adjoint[x] += adj_ret * 2.0 * buffer[0]
                 buffer[0] = adj_ret
+            """),
+        # ...and the helper it stands in for is never differentiated (Featherstone's dense_cholesky).
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def factor_in_place(n: int, A: wp.array(dtype=float)):
+                for j in range(n):
+                    A[j] = wp.sqrt(A[j] * A[j] + 1.0)
+
+            @wp.func_grad(factor_in_place)
+            def adj_factor_in_place(n: int, A: wp.array(dtype=float)):
+                pass
             """),
     ]
     INVALID = [

@@ -310,6 +310,7 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         )
     functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
                  for node, decorator, kind, index in decorated]
+    _mark_custom_adjoints(functions)
     helpers: dict[str, list] = {}
     for function in functions:
         if function.kind == "func":
@@ -336,6 +337,22 @@ def _returns_integer(node: cst.FunctionDef, names: WarpNames) -> bool:
 def _integer_type(annotation: cst.BaseExpression, names: WarpNames) -> bool:
     qualified = names.qualify(annotation) or dotted_name(annotation)
     return qualified in INT_SCALARS or qualified in ("bool", "warp.bool")
+
+
+def _mark_custom_adjoints(functions: list[FunctionModel]) -> None:
+    """A ``@wp.func`` given a ``@wp.func_grad`` in the same file is never differentiated: Warp calls
+    the custom adjoint in its backward pass instead of the adjoint of its body (Featherstone's
+    in-place ``dense_cholesky`` has a no-op one), so its body cannot make a gradient wrong.
+    The custom adjoint belongs to the overload whose parameters it repeats."""
+    for grad in functions:
+        if grad.kind != "func_grad" or not grad.decorator_args:
+            continue
+        forward = dotted_name(grad.decorator_args[0].value)
+        signature = [p.type.annotation for p in grad.params]
+        for function in functions:
+            if (function.kind == "func" and function.name == forward
+                    and [p.type.annotation for p in function.params] == signature[:len(function.params)]):
+                function.differentiable = False
 
 
 def _integer_elements(node: cst.FunctionDef, names: WarpNames) -> frozenset[int]:
