@@ -36,6 +36,9 @@ HITS_PER_SLOT = 3
 # forward comparison: the counterfactual must compute the same values as the original.
 UNROLL = 16
 UNROLL_BUDGET = 64  # copies of a loop body (nested loops multiply): compile time grows with it
+# Statements the copies may add in all (a copy of a long body costs as much as many of a short
+# one): past it the native compile of one rewrite takes minutes.
+UNROLL_STATEMENTS = 1200
 
 _VECTOR_ATTRIBUTES = {"x": 0, "y": 1, "z": 2, "w": 3}
 
@@ -301,6 +304,7 @@ class Context:
     int_bounds: dict[str, int] = dataclasses.field(default_factory=dict)
     array_ndims: dict[str, int] = dataclasses.field(default_factory=dict)
     budget: int = 2 * UNROLL_BUDGET  # loop bodies all the rewrites of one function may add
+    statements: int = UNROLL_STATEMENTS  # statements they may add
 
 
 def safe_form(kind: str, source: str, line: int, new_name: str, decorator: str, params: list[str],
@@ -540,6 +544,14 @@ def _replace_statement(definition: ast.FunctionDef, old: ast.stmt, new: list[ast
         raise RewriteError("loop not found")
 
 
+def _unrolled_size(statement: ast.stmt, loops: list[ast.stmt], trips: dict[int, int]) -> int:
+    """Statements ``statement`` becomes once the loops among ``loops`` in it are unrolled."""
+    inner = sum(_unrolled_size(child, loops, trips) for block in _statement_lists(statement) for child in block)
+    if any(statement is loop for loop in loops):
+        return 1 + trips[id(statement)] * inner
+    return 1 + inner
+
+
 def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, context: Context) -> SafeForm:
     if not loops:
         raise NoSafeForm(f"no dynamic `for ... in range(...)` loop {why}")
@@ -560,7 +572,11 @@ def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, co
         bodies = max(bodies, copies)
     if bodies > min(UNROLL_BUDGET, context.budget):
         raise NoSafeForm(f"unrolling {len(loops)} loop(s) would copy a body {bodies} times")
+    statements = sum(_unrolled_size(l, loops, trips) for l in loops if depth[id(l)] == 0)
+    if statements > context.statements:
+        raise NoSafeForm(f"unrolling {len(loops)} loop(s) would add {statements} statements: too large to compile")
     context.budget -= bodies
+    context.statements -= statements
     # Innermost first: an outer loop's body then already holds the unrolled inner one.
     for serial, loop in enumerate(sorted(loops, key=lambda l: -depth[id(l)])):
         _replace_statement(definition, loop, _unroll(loop, f"{serial}_{loop.lineno}", trips[id(loop)]))
