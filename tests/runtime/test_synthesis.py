@@ -6,9 +6,10 @@ import textwrap
 
 import numpy as np
 import pytest
+import warp as wp
 from warp_devices import DEVICES
 
-from warp_lint.runtime.synthesis import Fill, kernel_facts, make_arguments, plan_launch
+from warp_lint.runtime.synthesis import Fill, kernel_facts, make_arguments, plan_launch, struct_with_fields
 
 SOURCE = textwrap.dedent('''
     def k(tri: wp.array2d(dtype=int), gather: wp.array(dtype=int), offsets: wp.array(dtype=int),
@@ -75,3 +76,108 @@ def test_integer_vectors_are_indices_too(warp_in_process, device):
     values = pairs.numpy()
     assert pairs.dtype == wp.vec2i and values.shape == (16, 2)
     assert values.min() >= 0 and values.max() < 16
+
+
+BRANCHES = textwrap.dedent('''
+    def k(kind: wp.array(dtype=int), total: wp.array(dtype=int), flag: int, parent: wp.array(dtype=int),
+          first: wp.array(dtype=int), last: wp.array(dtype=int), offsets: wp.array(dtype=int),
+          x: wp.array(dtype=float), out: wp.array(dtype=float)):
+        i = wp.tid()
+        t = kind[i]
+        if t == Kind.FREE or t == wp.static(LIMIT - 1):
+            out[i] = x[i]
+        if total[i] <= int(LIMIT):
+            out[i] = 2.0 * x[i]
+        if not flag:
+            out[i] = 3.0 * x[i]
+        p = parent[first[i]]
+        if p >= 0:
+            out[i] += x[p]
+        for j in range(first[i], last[i]):
+            out[i] += x[j]
+        for j in range(offsets[i], offsets[i + 1]):
+            out[i] += x[j]
+        local = 3
+        if t == local:
+            out[i] = 0.0
+''')
+
+
+class Kind:
+    FREE = 6
+
+
+def test_branch_constants_resolve_in_the_kernels_namespace():
+    facts = kernel_facts(BRANCHES, {"Kind": Kind, "LIMIT": 10})
+    assert facts.branch_values["kind"] == {5, 6, 7, 8, 9, 10}  # Kind.FREE and wp.static(LIMIT - 1), +-1
+    assert facts.branch_values["total"] == {9, 10, 11}
+    assert facts.branch_values["flag"] == {0, 1}
+    # `t == local` compares with a local, not a constant; `p >= 0` marks the chain array, not the index.
+    assert facts.sentinels == {"parent"}
+    assert ("first", "last") in facts.range_pairs and "offsets" in facts.monotone
+
+
+def test_without_a_namespace_only_literals_count():
+    assert "kind" not in kernel_facts(BRANCHES).branch_values
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_targeted_draws_take_the_branch_values_and_ranges_end_after_they_start(warp_in_process, seed):
+    ints = wp.array(dtype=int)
+    params = [("kind", ints), ("total", ints), ("flag", int), ("parent", ints), ("first", ints), ("last", ints),
+              ("offsets", ints), ("x", wp.array(dtype=float)), ("out", wp.array(dtype=float))]
+    plan = plan_launch(params, kernel_facts(BRANCHES, {"Kind": Kind, "LIMIT": 10}))
+    rng = np.random.default_rng(seed)
+    plain = dict(zip([a.name for a in plan.arguments], make_arguments(plan, Fill("default"), rng, "cpu")))
+    assert plain["kind"].numpy().max() < 4 and plain["flag"] == 4  # plain draws stay small
+    hit = False
+    for _ in range(8):
+        args = dict(zip([a.name for a in plan.arguments],
+                        make_arguments(plan, Fill("default"), rng, "cpu", targeted=True)))
+        kinds = args["kind"].numpy()
+        hit = hit or bool(np.isin(kinds, [5, 6, 7, 8, 9, 10]).any())
+        assert np.all(args["last"].numpy() >= args["first"].numpy())
+        assert np.all(np.diff(args["offsets"].numpy()) >= 0)
+    assert hit
+    notes = plan.describe_domain()
+    assert "last: distinct indices, at least first (ranges end after they start), below 16" in notes
+
+
+def test_struct_arguments_are_planned_field_by_field(warp_in_process):
+    @wp.struct
+    class Body:
+        q: wp.array(dtype=wp.vec3)
+        mass: float
+        kind: int
+
+    source = "def k(b: Body, out: wp.array(dtype=float)):\n    i = wp.tid()\n    if b.kind == 2:\n        out[i] = b.q[i].x\n"
+    plan = plan_launch([("b", Body), ("out", wp.array(dtype=float))], kernel_facts(source))
+    assert plan.float_arrays == ["b.q", "out"]
+    body = next(a for a in plan.arguments if a.name == "b")
+    assert [f.name for f in body.fields] == ["b.q", "b.mass", "b.kind"]
+    assert body.fields[2].choices == (1, 2, 3)
+    value, _ = make_arguments(plan, Fill("default"), np.random.default_rng(0), "cpu", targeted=True)
+    assert value.q.shape == (16,) and isinstance(value.mass, float)
+
+
+def test_a_struct_is_told_by_its_fields_only_when_one_layout_fits(warp_in_process):
+    @wp.struct
+    class Small:
+        x: wp.array(dtype=float)
+        n: int
+
+    @wp.struct
+    class Large:
+        x: wp.array(dtype=float)
+        n: int
+        extra: float
+
+    @wp.struct
+    class Other:
+        x: wp.array(dtype=wp.vec3)
+        n: int
+
+    assert struct_with_fields({"x", "n"}, [Large, Small]) is Small  # the smallest fitting one
+    assert struct_with_fields({"extra"}, [Large, Small]) is Large
+    assert struct_with_fields({"x", "n"}, [Small, Other]) is None  # two layouts: cannot tell
+    assert struct_with_fields({"missing"}, [Small]) is None

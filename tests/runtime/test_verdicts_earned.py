@@ -40,6 +40,15 @@ CASES = {
     "doubled_in_place": (PACKAGE, "doubled_in_place", "WL102", ["a"], ["a"], {}),
     "first_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
     "second_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
+    "behind_enum_branch": (EARNED, "free_joints_in_place", "WL102", ["kind", "q"], ["q"], {}),
+    "block_in_place": (EARNED, "block_in_place", "WL102", ["start", "f"], ["f"], {}),
+    "blocks_past_the_end": (EARNED, "blocks_past_the_end", "WL102", ["start", "f"], ["f"], {}),
+    "struct_horner": (EARNED, "cloth_horner", "WL104", ["c"], ["out"], {}),
+    "generic_struct_by_fields": (EARNED, "cloth_energy", "WL104", ["c"], [],
+                                 {"function_kind": "func", "index_params": ["i"]}),
+    "generic_struct_by_callee": (EARNED, "cloth_norm", "WL110", ["c"], [],
+                                 {"function_kind": "func", "index_params": ["i"]}),
+    "unmade_variant": (EARNED, "clamp_y", "WL103", [], [], {"function_kind": "func"}),
 }
 
 
@@ -211,3 +220,55 @@ def test_warm_run_hits_the_kernel_cache_with_tracking_off(tmp_path, device):
     assert sorted(os.listdir(os.path.join(cache, os.listdir(cache)[0]))) == built  # nothing rebuilt
     assert warm.evidence["timing"]["compile_s"] < cold.evidence["timing"]["compile_s"]
     assert warm.status == cold.status and time.perf_counter() - started < 60
+
+
+def test_integers_deciding_a_branch_are_drawn_at_its_constants(verdicts):
+    confirmation = verdicts["behind_enum_branch"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    # Plain draws (kinds below 4) never run it; the enum member the branch compares with does.
+    assert confirmation.evidence["coverage_search"][0]["hits"] == 0
+    assert "integers targeted" in confirmation.evidence["input_values"]
+    assert any(note.startswith("kind: in targeted draws often one of 5, 6, 7") for note in confirmation.evidence["domain"])
+
+
+def test_a_draw_that_reads_past_an_array_is_set_aside_not_run(verdicts):
+    confirmation = verdicts["block_in_place"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "crashed" not in confirmation.evidence["coverage_search"][-1]
+
+
+def test_a_kernel_every_draw_crashes_ends_inconclusive_and_the_child_lives_on(verdicts):
+    confirmation = verdicts["blocks_past_the_end"]
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.CRASH
+    assert "in its probe" in confirmation.reason
+    search = confirmation.evidence["coverage_search"]
+    assert all(entry.get("crashed") for entry in search)
+    assert max(entry.get("arrays_lengthened_to", 0) for entry in search) == 128  # longer arrays did not help
+    # The findings after it in the same child were judged, not lost with a dead child.
+    assert verdicts["struct_horner"].status == Status.CONFIRMED, verdicts["struct_horner"].reason
+
+
+def test_struct_arguments_are_synthesized_field_by_field(verdicts):
+    confirmation = verdicts["struct_horner"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "c.x" in confirmation.evidence["inputs"]
+    assert confirmation.evidence["worst_pair"]["input"] == "c.x"
+
+
+def test_a_generic_struct_parameter_takes_the_struct_with_the_fields_read(verdicts):
+    confirmation = verdicts["generic_struct_by_fields"]
+    assert confirmation.evidence["instantiated_as"] == {"c": "Cloth"}
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_a_generic_parameter_takes_the_type_its_helper_declares(verdicts):
+    confirmation = verdicts["generic_struct_by_callee"]
+    assert confirmation.evidence["instantiated_as"] == {"c": "Cloth"}
+    assert reason(confirmation) not in (Reason.UNSUPPORTED_ARGUMENT, Reason.COMPILE_ERROR), confirmation.reason
+
+
+def test_a_definition_import_did_not_make_is_not_judged_on_its_namesake(verdicts):
+    confirmation = verdicts["unmade_variant"]
+    assert confirmation.status == Status.INCONCLUSIVE
+    assert reason(confirmation) == Reason.NOT_IMPORTABLE

@@ -111,7 +111,10 @@ class LaunchUnderTest:
     """A kernel launch whose outputs can be evaluated at perturbed inputs and differentiated.
 
     ``args`` are the launch arguments in kernel order. Arrays are cloned (the caller's arrays and
-    their ``.grad`` buffers are never touched); float arrays get a ``.grad`` buffer.
+    their ``.grad`` buffers are never touched); float arrays get a ``.grad`` buffer. A struct
+    argument is copied with its array fields cloned the same way: they are slots named
+    ``param.field`` (the tape gives a struct's array fields their adjoints; its value fields have
+    none, so they stay as given).
     """
 
     def __init__(self, kernel: Any, dim: Any, args: Sequence[Any], device: Any = None):
@@ -124,14 +127,23 @@ class LaunchUnderTest:
         self.args: list[Any] = []
         self.slots: dict[str, ArraySlot] = {}
         for position, (name, value) in enumerate(zip(names, args)):
-            if isinstance(value, wp.array):
-                precision = float_precision(value.dtype)
-                clone = wp.clone(value, device=device, requires_grad=precision is not None)
-                snapshot = clone.numpy().copy()  # numpy() is a view on CPU: copy it
-                self.slots[name] = ArraySlot(name, position, clone, snapshot, precision)
-                self.args.append(clone)
-            else:
-                self.args.append(value)
+            self.args.append(self._private(name, position, value))
+
+    def _private(self, name: str, position: int, value: Any) -> Any:
+        """The launch's own copy of one argument (arrays and the arrays inside structs as slots)."""
+        if isinstance(value, wp.array):
+            precision = float_precision(value.dtype)
+            clone = wp.clone(value, device=self.device, requires_grad=precision is not None)
+            snapshot = clone.numpy().copy()  # numpy() is a view on CPU: copy it
+            self.slots[name] = ArraySlot(name, position, clone, snapshot, precision)
+            return clone
+        struct = getattr(value, "_cls", None)
+        if struct is not None and hasattr(struct, "vars"):
+            copy = struct()
+            for field in struct.vars:
+                setattr(copy, field, self._private(f"{name}.{field}", position, getattr(value, field)))
+            return copy
+        return value
 
     def restore(self, overrides: dict[str, np.ndarray] | None = None) -> None:
         """Put every array back to its snapshot, then apply ``overrides`` (flat float64 values)."""

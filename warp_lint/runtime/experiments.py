@@ -31,8 +31,10 @@ undecided verdict.
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import time
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import warp as wp
@@ -64,12 +66,19 @@ from warp_lint.runtime.verdicts import Reason, Status
 
 RUNS_PER_FILL = 3  # random draws that must all agree before a finding is cleared
 RESAMPLES = 3  # draws per fill before moving on to the next fill
+# Targeted draws (integers at the constants branches compare them with) after every fill has
+# been tried and the flagged statement never ran: cheap launches of compiled kernels.
+EXPLORATION_DRAWS = 24
 # Relative difference two identical forward (or backward) passes may show: float atomics on a GPU
 # sum in no fixed order; races differ by whole values.
 NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
 # Evaluations (launches) a full Jacobian comparison may cost before the directional test is used.
 FULL_JACOBIAN_BUDGET = 1500
 PROBE_STEP = 1e-2
+# A new draw runs first in a forked copy of the child (CPU only: CUDA contexts do not survive a
+# fork), so a draw that crashes or hangs the kernel (an index past an array made by an offset or a
+# stride, a pointer built from synthesized floats) is set aside instead of ending the experiment.
+PROBE_SECONDS = 20.0
 
 
 def _inconclusive(reason: str, detail: str, **evidence: Any) -> dict[str, Any]:
@@ -125,6 +134,8 @@ class Draw:
     result: GradcheckResult | None = None
     # Seeds the random directions of the comparison: the counterfactual is compared along the same.
     seed: int = 0
+    targeted: bool = False  # integers drawn at the values the kernel's branches compare them with
+    crashed: str | None = None  # how the draw ended in its probe (the draw is then never used)
 
     @property
     def ran(self) -> bool:
@@ -209,7 +220,7 @@ class FileSession:
             prepared.early = _inconclusive(Reason.BACKWARD_DISABLED, f"no experiment: {disabled}, so no gradient "
                                            "flows through this code and the hazard cannot affect one")
             return prepared
-        prepared.facts = facts = kernel_facts(target.source)
+        prepared.facts = facts = kernel_facts(target.source, target.namespace())
         if facts.tiles:
             prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, "tile kernel (needs wp.launch_tiled with "
                                            "block-shaped arguments)")
@@ -221,7 +232,8 @@ class FileSession:
         declared = [dict(zip((a.label for a in o.adj.args), (a.type for a in o.adj.args)))
                     for _, o in sorted(getattr(target.obj, "overloads", {}).items())] if kind == "kernel" else []
         try:
-            prepared.overload = concrete_types(params, facts, scalar, declared)
+            prepared.overload = concrete_types(params, facts, scalar, declared, locate.registered_structs(),
+                                               target.namespace())
         except UnsupportedKernel as error:
             prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
             return prepared
@@ -301,14 +313,19 @@ class FileSession:
                 continue
             hits = [(rewrite.HITS_PARAM, wp.array(dtype=wp.int32))]
             probes = [(rewrite.PROBE_PARAM, wp.array(dtype=wp.float32)), (rewrite.TAP_PARAM, wp.array(dtype=wp.float32))]
+            # On the CPU the instrumented copy is built with bounds checks: run first on each draw, in a
+            # forked probe, it turns an out-of-range index into an abort of the probe, not a silently
+            # corrupted heap (a CUDA assert would poison the device instead: not there).
+            checked = {"mode": "debug"} if self.device == "cpu" else None
             if is_kernel:
-                main = generated.Piece(cover, [full.source], overload=first.overload)
-                fallback = generated.Piece(cover, [basic.source], overload=first.overload)
+                main = generated.Piece(cover, [full.source], overload=first.overload, options=checked)
+                fallback = generated.Piece(cover, [basic.source], overload=first.overload, options=checked)
             else:
                 main = generated.Piece(cover, [full.source, self._wrapper(
-                    first, copy_name, cover, hits + (probes if full.has_probe else []), backward=False)])
+                    first, copy_name, cover, hits + (probes if full.has_probe else []), backward=False)],
+                    options=checked)
                 fallback = generated.Piece(cover, [basic.source, self._wrapper(first, copy_name, cover, hits,
-                                                                               backward=False)])
+                                                                               backward=False)], options=checked)
             if full.has_probe:
                 main.fallback = fallback
             self._pieces[cover] = main
@@ -369,42 +386,51 @@ class FileSession:
 
     def _build(self, prepared: list[Prepared], roles: tuple[str, ...]) -> None:
         """Build the pieces the items hold: one generated module per namespace (a factory's closure
-        sees other names than its module), usually one for the whole file."""
-        groups: dict[tuple, list[Prepared]] = {}
+        sees other names than its module) and per module options (the bounds-checked instrumented
+        copies build apart), usually two for the whole file."""
+        groups: dict[tuple, tuple[Prepared, list[generated.Piece]]] = {}
         for item in prepared:
             func = item.target.func
             closure = tuple((n, id(c.cell_contents)) for n, c in zip(func.__code__.co_freevars, func.__closure__ or ())
                             if _cell_filled(c))
             options = tuple(sorted(locate.module_options(item.target).items()))
-            groups.setdefault((id(func.__globals__), closure, options), []).append(item)
+            for piece in item.pieces:
+                extra_options = tuple(sorted((piece.options or {}).items()))
+                _, pieces = groups.setdefault((id(func.__globals__), closure, options, extra_options), (item, []))
+                pieces.append(piece)
+            item.pieces = []
         extra = self.extra_globals | self.type_names.names
-        for items in groups.values():
-            pieces = [p for item in items for p in item.pieces]
-            for item in items:
-                item.pieces = []
-            if not pieces:
-                continue
+        kernels: dict[str, Any] = {}
+        errors: dict[str, str] = {}
+        substituted: set[str] = set()
+        seconds = 0.0
+        for (_, _, _, extra_options), (first, pieces) in groups.items():
             started = time.perf_counter()
-            target = items[0].target
+            target = first.target
             prefix = generated.stable_name("warp_lint_generated", self.request["module_name"],
                                            *sorted(p.name for p in pieces))
             built = generated.build_pieces(prefix, pieces, target.namespace(), extra, self.directory,
-                                           locate.module_options(target), self.device)
-            seconds = time.perf_counter() - started
-            for item in items:
-                item.compile_s += seconds
-                for role in roles:
-                    name = item.names.get(role)
-                    if name is None:
-                        continue
-                    if name in built.kernels:
-                        item.kernels[role] = built.kernels[name]
-                    if name in built.errors:
-                        item.build_errors[role] = built.errors[name]
-                    if name in built.substituted:
-                        item.substituted.add(role)
-                if "orig" in roles and "orig" not in item.kernels:
-                    item.early = _inconclusive(Reason.COMPILE_ERROR, item.build_errors.get("orig", "did not build"))
+                                           locate.module_options(target) | dict(extra_options), self.device)
+            seconds += time.perf_counter() - started
+            kernels.update(built.kernels)
+            errors.update(built.errors)
+            substituted |= built.substituted
+        # Pieces are shared between findings (one instrumented copy per kernel): each finding takes
+        # what was built under the names it uses.
+        for item in prepared:
+            item.compile_s += seconds
+            for role in roles:
+                name = item.names.get(role)
+                if name is None:
+                    continue
+                if name in kernels:
+                    item.kernels[role] = kernels[name]
+                if name in errors:
+                    item.build_errors[role] = errors[name]
+                if name in substituted:
+                    item.substituted.add(role)
+            if "orig" in roles and "orig" not in item.kernels:
+                item.early = _inconclusive(Reason.COMPILE_ERROR, item.build_errors.get("orig", "did not build"))
 
     # -- one finding -------------------------------------------------------------------------
     def confirm(self, finding: dict[str, Any]) -> dict[str, Any]:
@@ -447,11 +473,23 @@ class FileSession:
         return verdict
 
     # -- inputs --------------------------------------------------------------------------------
-    def _make_draw(self, prepared: Prepared, plan: LaunchPlan, fill: Fill, rng: np.random.Generator) -> Draw:
+    def _make_draw(self, prepared: Prepared, plan: LaunchPlan, fill: Fill, rng: np.random.Generator,
+                   targeted: bool = False) -> Draw:
         finding = prepared.finding
         kernel = prepared.kernels["orig"]
-        args = make_arguments(plan, fill, rng, self.device)
+        args = make_arguments(plan, fill, rng, self.device, targeted)
         launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device)
+        seed = int(rng.integers(2**31))
+        if self.device == "cpu":
+            def forward_and_count() -> None:
+                if "cover" in prepared.kernels:  # bounds-checked: an index out of range aborts here
+                    self._run_instrumented(prepared, plan, Draw(fill, args, launch, [], [], []))
+                launch.forward()
+
+            crashed = survives_in_fork(forward_and_count, PROBE_SECONDS)
+            if crashed is not None:
+                return Draw(fill=fill, args=args, launch=launch, inputs=[], outputs=[], in_place=[], finite=False,
+                            hits=[0] * rewrite.HITS_PER_SLOT, seed=seed, targeted=targeted, crashed=crashed)
         after = launch.forward()
         float_arrays = plan.float_arrays
         reads = finding.get("reads")
@@ -469,7 +507,7 @@ class FileSession:
         # Finite only: very large values are often sentinels the code means (1e10 for "no contact").
         finite = all(np.all(np.isfinite(after[name])) for name in float_arrays)
         draw = Draw(fill=fill, args=args, launch=launch, inputs=inputs, outputs=outputs, in_place=in_place,
-                    finite=finite, seed=int(rng.integers(2**31)))
+                    finite=finite, seed=seed, targeted=targeted)
         draw.hits = self._count_hits(prepared, plan, draw)
         return draw
 
@@ -499,21 +537,45 @@ class FileSession:
 
     def _search_inputs(self, prepared: Prepared, plan: LaunchPlan, rng: np.random.Generator) -> tuple[Draw | None, list]:
         """The first draw whose forward is finite, runs the flagged statement and (value-dependent
-        rules) reaches the singular point; else the best draw seen, with the search log."""
+        rules) reaches the singular point; else the best draw seen, with the search log. Each fill
+        is drawn plainly first; where integers decide branches, further draws of it are targeted,
+        and when no fill ran the statement, targeted draws of every fill in turn explore on."""
         explored: list[dict[str, Any]] = []
         best: Draw | None = None
-        for fill in fills_for(prepared.facts, prepared.value_dependent):
-            for _ in range(RESAMPLES):
-                draw = self._make_draw(prepared, plan, fill, rng)
-                explored.append({"inputs": fill.describe(), "finite": draw.finite,
-                                 "hits": None if draw.hits is None else draw.hits[0],
-                                 **({"singular": draw.singular} if prepared.value_dependent else {})})
-                if _better(draw, best, prepared.value_dependent):
-                    best = draw
-                if draw.finite and draw.ran and (not prepared.value_dependent or draw.singular > 0):
+        targetable = plan.targetable
+
+        def attempt(fill: Fill, targeted: bool) -> Draw:
+            nonlocal best
+            draw = self._make_draw(prepared, plan, fill, rng, targeted)
+            explored.append({"inputs": fill.describe(), "finite": draw.finite,
+                             "hits": None if draw.hits is None else draw.hits[0],
+                             **({"integers": "targeted"} if targeted else {}),
+                             **({"crashed": draw.crashed} if draw.crashed else {}),
+                             **({"singular": draw.singular} if prepared.value_dependent else {})})
+            if _better(draw, best, prepared.value_dependent):
+                best = draw
+            return draw
+
+        def done(draw: Draw) -> bool:
+            return draw.finite and draw.ran and (not prepared.value_dependent or draw.singular > 0)
+
+        fills = fills_for(prepared.facts, prepared.value_dependent)
+        for fill in fills:
+            for resample in range(RESAMPLES):
+                draw = attempt(fill, targetable and resample > 0)
+                if done(draw):
                     return draw, explored
-                if draw.finite and not draw.ran:
+                if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
+                    explored[-1]["arrays_lengthened_to"] = plan.length
+                if draw.finite and not draw.ran and not targetable:
                     break  # another draw of the same distribution rarely takes another branch
+        if targetable and draw.hits is not None and (best is None or not best.ran):
+            for number in range(EXPLORATION_DRAWS):
+                draw = attempt(fills[number % len(fills)], True)
+                if done(draw):
+                    return draw, explored
+                if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
+                    explored[-1]["arrays_lengthened_to"] = plan.length
         return best, explored
 
     # -- the experiment --------------------------------------------------------------------------
@@ -530,6 +592,10 @@ class FileSession:
                                     "domain": plan.describe_domain()}
         if "cover" not in prepared.kernels:
             evidence["coverage_error"] = prepared.build_errors.get("cover", "the instrumented copy did not build")
+        if chosen is not None and chosen.crashed:
+            return _inconclusive(Reason.CRASH, f"every synthesized input crashed or hung the kernel in its probe "
+                                 f"({chosen.crashed}): out-of-range indices or made-up handles the synthesis cannot "
+                                 "avoid; no gradient can be judged", **evidence)
         if chosen is None or not chosen.finite:
             return _inconclusive(Reason.NON_FINITE, "the forward pass is not finite at any synthesized input: "
                                  "no gradient can be judged there", **evidence)
@@ -538,7 +604,9 @@ class FileSession:
                                  f"no floating-point (input, output) array pair to differentiate "
                                  f"(inputs {chosen.inputs}, outputs {chosen.outputs})", **evidence)
         evidence.update(inputs=chosen.inputs, outputs=chosen.outputs, in_place=chosen.in_place,
-                        input_values=chosen.fill.describe())
+                        input_values=chosen.fill.describe() + (
+                            "; integers targeted at the constants the kernel's branches compare them with"
+                            if chosen.targeted else ""))
         if chosen.hits is None:
             return _inconclusive(Reason.NOT_EXECUTED, "whether the flagged statement runs could not be measured: "
                                  f"{evidence.get('coverage_error')}", **evidence)
@@ -565,7 +633,7 @@ class FileSession:
             wanted, budget = RUNS_PER_FILL, RUNS_PER_FILL * RESAMPLES
             while len([d for d in draws if _smooth(d)]) < wanted and budget > 0:
                 budget -= 1
-                draw = self._make_draw(prepared, plan, chosen.fill, rng)
+                draw = self._make_draw(prepared, plan, chosen.fill, rng, chosen.targeted)
                 if not (draw.finite and draw.ran):
                     continue
                 draw.result = self._compare(draw, nondet_tol)
@@ -933,9 +1001,45 @@ def _cell_filled(cell: Any) -> bool:
     return True
 
 
+def survives_in_fork(action: Callable[[], None], seconds: float) -> str | None:
+    """Run ``action`` in a forked copy of this process: None when it returns (or raises: the caller
+    meets the exception itself), else how the copy ended (a signal, or killed after ``seconds``)."""
+    if not hasattr(os, "fork"):
+        return None
+    pid = os.fork()
+    if pid == 0:  # the copy: never returns into the caller's code, never flushes its buffers
+        try:
+            action()
+        except BaseException:  # noqa: BLE001 - an exception is no crash
+            pass
+        os._exit(0)
+    deadline = time.monotonic() + seconds
+    while True:
+        finished, status = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            return f"no result within {seconds:g} s"
+        time.sleep(0.002)
+    if os.WIFSIGNALED(status):
+        number = os.WTERMSIG(status)
+        try:
+            return f"killed by {signal.Signals(number).name}"
+        except ValueError:
+            return f"killed by signal {number}"
+    return None
+
+
+def _out_of_range(crash: str) -> bool:
+    """A probe ended by the bounds check of the instrumented copy (an assertion: SIGILL or SIGABRT)."""
+    return "SIGILL" in crash or "SIGABRT" in crash
+
+
 def _better(draw: Draw, best: Draw | None, value_dependent: bool) -> bool:
     def score(d: Draw) -> tuple:
-        return (d.finite, d.ran, d.singular > 0 if value_dependent else True)
+        return (d.crashed is None, d.finite, d.ran, d.singular > 0 if value_dependent else True)
 
     return best is None or score(draw) > score(best)
 
@@ -964,6 +1068,8 @@ def _singular_words(kind: str | None) -> str:
 
 
 def _type_text(t: Any) -> str:
+    if hasattr(t, "vars") and hasattr(t, "cls"):  # a @wp.struct
+        return t.cls.__name__
     array = locate.array_type(t)
     if array is not None:
         return f"array(dtype={getattr(array.dtype, '__name__', array.dtype)}, ndim={array.ndim})"

@@ -33,6 +33,7 @@ import sys
 import tempfile
 import textwrap
 import types
+import typing
 from typing import Any
 
 import warp as wp
@@ -91,8 +92,17 @@ def func_signature(function: Any) -> FuncSignature:
     except Exception:
         annotation = inspect.signature(function.func).return_annotation
         if annotation not in (inspect.Signature.empty, None):
-            returns = list(annotation) if isinstance(annotation, tuple) else [annotation]
+            if isinstance(annotation, tuple):
+                returns = list(annotation)
+            elif typing.get_origin(annotation) is tuple:  # `-> tuple[wp.vec3, float]`: one value each
+                returns = list(typing.get_args(annotation))
+            else:
+                returns = [annotation]
     return FuncSignature(params=params, returns=returns)
+
+
+def _is_struct(t: Any) -> bool:
+    return hasattr(t, "vars") and hasattr(t, "cls")
 
 
 def _type_name(t: Any) -> str:
@@ -135,8 +145,8 @@ def func_wrapper(
     is only ever run forward, which compiles in about half the time).
 
     Array parameters pass through; integer parameters named in ``index_params`` receive the thread
-    index, other integers a kernel argument; every other parameter is read from a per-thread array
-    of its type; return values are stored into ``_wl_ret0``, ``_wl_ret1``... ``extra`` parameters
+    index, other integers, flags and structs a kernel argument; every other parameter is read from
+    a per-thread array of its type; return values are stored into ``_wl_ret0``, ``_wl_ret1``... ``extra`` parameters
     (name, type) are kernel parameters passed on as the callee's last arguments.
     """
     params: list[str] = []
@@ -147,7 +157,9 @@ def func_wrapper(
             call_args.append(name)
         elif t in (int, wp.int32, wp.int64) and name in index_params:
             call_args.append(THREAD_INDEX if t in (int, wp.int32) else f"{type_names.ref(t)}({THREAD_INDEX})")
-        elif t in (int, wp.int32, wp.int64, wp.uint32, wp.bool, bool):
+        elif t in (int, wp.int32, wp.int64, wp.uint32, wp.bool, bool) or _is_struct(t):
+            # A struct passes by value, the same for every thread: its array fields are what is
+            # differentiated (the tape gives only those adjoints).
             params.append(f"{name}: {type_names.ref(t)}")
             call_args.append(name)
         else:
@@ -220,6 +232,9 @@ class Piece:
     # A verbatim copy: the user's own function object registered in the generated module as a new
     # kernel (with its kernel options), so source, globals and closure are exactly the user's.
     clone: tuple[Any, dict[str, Any]] | None = None
+    # Module options this piece needs beyond the user's (a bounds-checked build: {"mode": "debug"});
+    # pieces with other options are built in a module of their own.
+    options: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass

@@ -121,16 +121,26 @@ class Target:
         return line - self.first_line + 1
 
     def namespace(self) -> dict[str, Any]:
-        """The names the definition sees: its module's globals, then its closure (a factory's
-        arguments), as Warp resolves them."""
-        names = dict(self.func.__globals__)
-        closure = getattr(self.func, "__closure__", None) or ()
-        for name, cell in zip(self.func.__code__.co_freevars, closure):
-            try:
-                names[name] = cell.cell_contents
-            except ValueError:  # an empty cell
-                pass
-        return names
+        return function_namespace(self.func)
+
+
+def function_namespace(func: Any) -> dict[str, Any]:
+    """The names a definition sees: its module's globals, then its closure (a factory's
+    arguments), as Warp resolves them."""
+    names = dict(func.__globals__)
+    closure = getattr(func, "__closure__", None) or ()
+    for name, cell in zip(func.__code__.co_freevars, closure):
+        try:
+            names[name] = cell.cell_contents
+        except ValueError:  # an empty cell
+            pass
+    return names
+
+
+def function_source(func: Any) -> str | None:
+    """The dedented source of a definition, None where Python cannot read it back."""
+    lines = _definition_lines(func)
+    return None if lines is None else lines[0]
 
 
 def _definition_lines(func: Any) -> tuple[str, int, int] | None:
@@ -165,6 +175,17 @@ def registered_functions() -> tuple[list[Any], list[Any]]:
     return list(kernels.values()), list(functions.values())
 
 
+def registered_structs() -> list[Any]:
+    """Every ``@wp.struct`` Warp knows of, outside warp-lint's own modules, in a stable order."""
+    found: dict[int, Any] = {}
+    for name, module in list(getattr(_context(), "user_modules", {}).items()):
+        if str(name).startswith(OWN_MODULE_PREFIXES):
+            continue
+        for struct in list(getattr(module, "structs", {}).values()):
+            found[id(struct)] = struct
+    return sorted(found.values(), key=lambda s: str(getattr(s, "key", "")))
+
+
 def find_targets(path: str, line: int, name: str | None, kind: str) -> list[Target]:
     """The kernels (``kind="kernel"``) or ``@wp.func`` overloads (``"func"``) defined in ``path``
     whose source spans ``line``, in a stable order (a factory may have made several); else the one
@@ -188,10 +209,22 @@ def find_targets(path: str, line: int, name: str | None, kind: str) -> list[Targ
             found.append(Target(kind, obj, func.__name__, source, first, last))
         elif name:
             named.append(Target(kind, obj, func.__name__, source, first, last))
-    if not found and len({t.first_line for t in named}) == 1:
+    if not found and len({t.first_line for t in named}) == 1 and not _defines_at(path, line, name):
         found = named  # the finding is on a helper the kernel calls (a native function, say)
     found.sort(key=lambda t: (t.first_line, str(getattr(t.obj, "key", ""))))
     return found
+
+
+def _defines_at(path: str, line: int, name: str | None) -> bool:
+    """Whether a definition named ``name`` spans ``line`` in the file: then the finding is in that
+    definition (one a factory did not make at import, beside another of the same name that it
+    did), not in a helper that a kernel of that name calls."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name
+               and first_line(node) <= line <= (node.end_lineno or node.lineno) for node in ast.walk(tree))
 
 
 # -- argument types ------------------------------------------------------------------------------

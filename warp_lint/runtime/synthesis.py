@@ -15,7 +15,11 @@ Values respect what the kernel does with them (:func:`kernel_facts` reads its so
   (offsets of a CSR layout) is non-decreasing;
 * quaternions and the rotations of transforms are normalised;
 * floating-point values come from a :class:`Fill`: tame values first, then, for value-dependent
-  hazards, values that reach singular points (equal elements, zeros, large magnitudes).
+  hazards, values that reach singular points (equal elements, zeros, large magnitudes);
+* integers that decide branches (``if joint_type[j] == JointType.FREE``, ``if total <= MAX``,
+  ``if not flag``) are drawn, in a *targeted* draw, among the constants the kernel compares them
+  with and their neighbours (names resolved in the kernel's own namespace: enum members, module
+  constants), so the code behind the branch runs; offsets take longer strides there.
 """
 
 from __future__ import annotations
@@ -23,19 +27,19 @@ from __future__ import annotations
 import ast
 import dataclasses
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import warp as wp
 
 from warp_lint.runtime.comparison import float_precision, scalar_type_of
-from warp_lint.runtime.locate import array_type, is_special_array
+from warp_lint.runtime.locate import array_type, function_namespace, function_source, is_special_array
 
 # Threads per launch dimension. One-dimensional arrays get LAUNCH_EXTENT**2 elements so that
-# flattened 2-D indexing (``x[i * n + j]``) stays in bounds; higher-dimensional arrays get
-# LAUNCH_EXTENT per dimension. Integer values are drawn below LAUNCH_EXTENT unless they index a
-# one-dimensional array directly.
+# flattened 2-D indexing (``x[i * n + j]``) stays in bounds; higher-dimensional arrays get as many
+# in their first dimension and LAUNCH_EXTENT in the others. Integer values are drawn below
+# LAUNCH_EXTENT unless they index a one-dimensional array directly.
 LAUNCH_EXTENT = 4
 LONG_EXTENT = LAUNCH_EXTENT * LAUNCH_EXTENT
 
@@ -58,10 +62,18 @@ class KernelFacts:
     subscripted: dict[str, int] = dataclasses.field(default_factory=dict)  # param -> most indices seen
     vector_like: set[str] = dataclasses.field(default_factory=set)  # params used as vectors
     struct_like: set[str] = dataclasses.field(default_factory=set)  # params whose named fields are read
+    fields_read: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # param -> those fields
+    # param -> (callee, position): the calls it is passed to as it is (`helper(geom, d)`)
+    passed_to: dict[str, list[tuple[str, int]]] = dataclasses.field(default_factory=dict)
     # Integer arrays compared with 0 or -1: -1 ends a chain (`while c >= 0: c = next[c]`, parents).
     sentinels: set[str] = dataclasses.field(default_factory=set)
     tiles: bool = False  # a tile kernel: needs wp.launch_tiled
     literals: list[float] = dataclasses.field(default_factory=list)  # numbers compared against
+    # Integer constants each value is compared with (params, integer arrays, ``param.field``), and
+    # their neighbours: the values that take each side of the branch.
+    branch_values: dict[str, set[int]] = dataclasses.field(default_factory=dict)
+    # (a, b): `range(a[i], b[j])`: b's values are the ends of ranges that start at a's.
+    range_pairs: set[tuple[str, str]] = dataclasses.field(default_factory=set)
 
 
 def _callee(node: ast.AST) -> str | None:
@@ -75,13 +87,17 @@ def _indices(node: ast.Subscript) -> list[ast.expr]:
     return list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
 
 
-def kernel_facts(source: str) -> KernelFacts:
-    """What the definition in ``source`` does with its parameters (a syntactic reading)."""
+def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> KernelFacts:
+    """What the definition in ``source`` does with its parameters (a syntactic reading).
+    ``namespace`` (the names the definition sees) resolves the constants branches compare with."""
     tree = ast.parse(source)
     definition = tree.body[0]
     params = {a.arg for a in definition.args.args} if isinstance(definition, ast.FunctionDef) else set()
     facts = KernelFacts(literals=comparison_literals(tree), tiles=uses_tiles(tree))
     local_sources: dict[str, set[str]] = {}
+    # What a local's *value* comes from (not what its indices do): `t = types[j]` holds a value of
+    # `types`, not of `j`; `geom.kind` stands for itself.
+    local_values: dict[str, set[str]] = {}
 
     def sources(node: ast.AST) -> set[str]:
         """Parameters whose values flow into ``node`` (a param itself, or an array it reads)."""
@@ -91,6 +107,25 @@ def kernel_facts(source: str) -> KernelFacts:
                 if child.id in params:
                     found.add(child.id)
                 found |= local_sources.get(child.id, set())
+        return found
+
+    def values(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Name):
+            return {node.id} if node.id in params else set(local_values.get(node.id, ()))
+        if isinstance(node, ast.Subscript):
+            return values(node.value)
+        if isinstance(node, ast.Attribute):
+            path = _attribute_path(node)
+            if path is not None and path.split(".")[0] in params:
+                return {path}
+            return values(node.value)
+        if isinstance(node, ast.Call):
+            if _callee(node) in _INTEGER_CASTS and len(node.args) == 1:
+                return values(node.args[0])
+            return set()
+        found: set[str] = set()
+        for child in ast.iter_child_nodes(node):
+            found |= values(child)
         return found
 
     statements = sorted((n for n in ast.walk(tree) if isinstance(n, (ast.Assign, ast.AugAssign, ast.For))),
@@ -103,12 +138,15 @@ def kernel_facts(source: str) -> KernelFacts:
         else:
             targets, value = [statement.target], statement.value
         flowing = sources(value)
+        held = values(value) if not isinstance(statement, ast.For) else set()
         for target in targets:
             # Names bound by the statement: `a = ...`, `a, b = ...`; not the index of `out[i] = ...`.
             bound = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
             for name in bound:
                 if isinstance(name, ast.Name) and name.id not in params:
                     local_sources[name.id] = local_sources.get(name.id, set()) | flowing
+                    local_values[name.id] = local_values.get(name.id, set()) | held
+    locals_ = set(local_sources) | params
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and _callee(node.value) == "tid":
@@ -121,14 +159,38 @@ def kernel_facts(source: str) -> KernelFacts:
             if any(_sentinel(o) for o in operands):
                 for operand in operands:
                     if not _sentinel(operand):
-                        facts.sentinels |= sources(operand)
+                        # `parent = parents[j]; if parent >= 0`: parents ends chains, not j's source.
+                        facts.sentinels |= values(operand)
+            for left, right in zip(operands, operands[1:]):
+                for side, other in ((left, right), (right, left)):
+                    constant = _integer_constant(other, namespace, locals_)
+                    if constant is not None:
+                        for source in values(side):
+                            facts.branch_values.setdefault(source, set()).update(
+                                (constant - 1, constant, constant + 1))
+        if isinstance(node, (ast.If, ast.While, ast.IfExp)) or (
+                isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
+            test = node.operand if isinstance(node, ast.UnaryOp) else node.test
+            for source in values(test) if isinstance(test, (ast.Name, ast.Subscript, ast.Attribute)) else ():
+                facts.branch_values.setdefault(source, set()).update((0, 1))  # a flag: both arms
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
             facts.divisors |= sources(node.right)
         name = _callee(node)
+        if isinstance(node, ast.Call):
+            callee = _attribute_path(node.func)
+            for position, argument in enumerate(node.args):
+                if callee and isinstance(argument, ast.Name) and argument.id in params:
+                    facts.passed_to.setdefault(argument.id, []).append((callee, position))
         if name in ("div", "floordiv", "mod") and len(node.args) == 2:
             facts.divisors |= sources(node.args[1])
         if name == "range" and len(node.args) == 3:
             facts.divisors |= sources(node.args[2])
+        if name == "range" and len(node.args) >= 2:
+            # `range(offsets[j], offsets[j + 1])`, `range(start[i], end[i])`: ranges end after
+            # they start, so such values are offsets (non-decreasing) or start/end pairs.
+            starts, ends = values(node.args[0]), values(node.args[1])
+            facts.monotone |= {a for a in starts & ends if a in params}
+            facts.range_pairs |= {(a, b) for a in starts for b in ends if a != b and a in params and b in params}
         if name in _VECTOR_CALLS:
             for argument in node.args:
                 base = argument.value if isinstance(argument, ast.Subscript) else argument
@@ -141,6 +203,7 @@ def kernel_facts(source: str) -> KernelFacts:
                     facts.vector_like.add(base.id)
                 elif node.attr not in ("shape", "dtype", "ndim", "size", "ptr", "grad"):
                     facts.struct_like.add(base.id)
+                    facts.fields_read.setdefault(base.id, set()).add(node.attr)
         if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id in params:
             array = node.value.id
             indices = _indices(node)
@@ -153,6 +216,54 @@ def kernel_facts(source: str) -> KernelFacts:
                         and isinstance(index.right, ast.Constant) and index.right.value == 1):
                     facts.monotone.add(array)
     return facts
+
+
+_INTEGER_CASTS = {"int", "static", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
+
+
+def _attribute_path(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def _integer_constant(node: ast.AST, namespace: Mapping[str, Any] | None, locals_: set[str]) -> int | None:
+    """The integer a compared operand stands for: a literal, an enum member or module constant
+    (resolved in ``namespace``; a parameter or local is no constant), ``int(...)``/``wp.static(...)``
+    of one, or a sum or difference of those."""
+    if isinstance(node, ast.Constant):
+        value = node.value
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        value = _integer_constant(node.operand, namespace, locals_)
+        return None if value is None else -value
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub, ast.Mult)):
+        left = _integer_constant(node.left, namespace, locals_)
+        right = _integer_constant(node.right, namespace, locals_)
+        if left is None or right is None:
+            return None
+        return left + right if isinstance(node.op, ast.Add) else left - right if isinstance(node.op, ast.Sub) \
+            else left * right
+    if isinstance(node, ast.Call) and _callee(node) in _INTEGER_CASTS and len(node.args) == 1:
+        return _integer_constant(node.args[0], namespace, locals_)
+    path = _attribute_path(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    if path is None or namespace is None or path.split(".")[0] in locals_:
+        return None
+    parts = path.split(".")
+    if parts[0] not in namespace:
+        return None
+    value = namespace[parts[0]]
+    for part in parts[1:]:
+        value = getattr(value, part, None)
+    # Enum members of IntEnum are ints; a wp.constant of an int is the int itself.
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    return None
 
 
 def _sentinel(node: ast.AST) -> bool:
@@ -198,18 +309,35 @@ def _vector_of(scalar: Any) -> Any:
 
 
 def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar: Any,
-                   declared: Sequence[dict[str, Any]] = ()) -> dict[str, Any] | None:
+                   declared: Sequence[dict[str, Any]] = (), structs: Sequence[Any] = (),
+                   namespace: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
     """Concrete types for the generic parameters, one float precision for all of them; None when
     nothing is generic. ``declared`` are the instantiations the user's code made (``wp.overload``):
-    the first of precision ``scalar`` is used as it is, else types are read from how the kernel
-    uses each parameter (indexed: an array; ``.x`` or ``wp.length``: a vector; else a scalar)."""
+    the first of precision ``scalar`` is used as it is, else types are read from how the code
+    uses each parameter: the type a ``@wp.func`` it is passed to declares for it (followed through
+    generic helpers, resolved in ``namespace``); a parameter whose fields are read (here or in
+    those helpers): the one struct among ``structs`` (the program's ``@wp.struct`` types) with
+    every field read; indexed: an array; ``.x`` or ``wp.length``: a vector; else a scalar."""
     generic = [name for name, t in params if _is_generic(t)]
     if not generic:
         return None
-    structs = sorted(set(generic) & facts.struct_like)
-    if structs:
-        raise UnsupportedKernel(f"generic parameter {structs[0]!r} is used as a struct (its fields are read): "
-                                "its type cannot be guessed")
+    as_structs: dict[str, Any] = {}
+    for name in generic:
+        declared_type, fields = _from_callees(name, facts, namespace or {}, depth=0)
+        if declared_type is not None:
+            as_structs[name] = declared_type  # a helper it is passed to declares its type
+            continue
+        if name not in facts.struct_like and not fields:
+            continue
+        fields |= facts.fields_read.get(name, set())
+        found = struct_with_fields(fields, structs)
+        if found is None:
+            matching = [s.key for s in structs if fields <= set(s.vars)]
+            raise UnsupportedKernel(
+                f"generic parameter {name!r} is used as a struct (it reads {', '.join(sorted(fields))}): "
+                + (f"{len(matching)} structs have those fields ({', '.join(sorted(matching)[:4])}...), so its type "
+                   "cannot be told" if matching else "no @wp.struct of the program has those fields"))
+        as_structs[name] = found
     for types in declared:
         floats = {float_precision(getattr(array_type(t), "dtype", t)) for t in types.values()} - {None}
         if floats <= {float_precision(scalar)}:
@@ -217,6 +345,9 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
     chosen: dict[str, Any] = {}
     for name, t in params:
         if not _is_generic(t):
+            continue
+        if name in as_structs:
+            chosen[name] = as_structs[name]
             continue
         element = _vector_of(scalar) if name in facts.vector_like else scalar
         array = array_type(t)
@@ -227,6 +358,54 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
         else:
             chosen[name] = element
     return chosen
+
+
+def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], depth: int) -> tuple[Any, set[str]]:
+    """What the ``@wp.func`` helpers ``name`` is passed to say of its type: (a concrete type one of
+    them declares for that parameter, or None; the fields generic helpers read on it)."""
+    fields: set[str] = set()
+    if depth > 3:
+        return None, fields
+    for callee_path, position in facts.passed_to.get(name, ()):
+        parts = callee_path.split(".")
+        callee = namespace.get(parts[0])
+        for part in parts[1:]:
+            callee = getattr(callee, part, None)
+        if callee is None or not hasattr(callee, "input_types") or getattr(callee, "func", None) is None:
+            continue  # a builtin, or nothing the program defines
+        for overload in [callee, *getattr(callee, "user_overloads", {}).values()]:
+            labels = list(overload.input_types.items())
+            if position >= len(labels):
+                continue
+            label, t = labels[position]
+            if not _is_generic(t):
+                return t, fields
+            source = function_source(overload.func)
+            if source is None:
+                continue
+            try:
+                inner = kernel_facts(source, function_namespace(overload.func))
+            except SyntaxError:
+                continue
+            fields |= inner.fields_read.get(label, set())
+            found, deeper = _from_callees(label, inner, function_namespace(overload.func), depth + 1)
+            fields |= deeper
+            if found is not None:
+                return found, fields
+    return None, fields
+
+
+def struct_with_fields(fields: set[str], structs: Sequence[Any]) -> Any | None:
+    """The struct a generic parameter stands for, from the fields the code reads on it: the
+    smallest structs having all of them, if they all have one layout (a struct defined twice, or
+    re-registered by a factory, is one type); None when no struct, or several different ones, fit."""
+    matching = [s for s in structs if fields and fields <= set(s.vars)]
+    if not matching:
+        return None
+    fewest = min(len(s.vars) for s in matching)
+    smallest = [s for s in matching if len(s.vars) == fewest]
+    layouts = {tuple((field, repr(var.type)) for field, var in s.vars.items()) for s in smallest}
+    return smallest[0] if len(layouts) == 1 else None
 
 
 def _is_generic(t: Any) -> bool:
@@ -287,8 +466,9 @@ class ArgumentSpec:
     """What to pass for one kernel argument."""
 
     name: str
-    kind: str  # "float-array" | "int-array" | "bool-array" | "int" | "bool" | "float-value" | "int-value"
-    warp_type: Any  # dtype for arrays, the scalar/vector type otherwise
+    # "float-array" | "int-array" | "bool-array" | "int" | "bool" | "float-value" | "int-value" | "struct"
+    kind: str
+    warp_type: Any  # dtype for arrays, the scalar/vector/struct type otherwise
     ndim: int = 0
     is_index: bool = False
     bound: int = LAUNCH_EXTENT  # integer values stay below this
@@ -296,6 +476,22 @@ class ArgumentSpec:
     distinct: bool = False  # indexes elements: no repeats within a row / a launch
     monotone: bool = False  # offsets: non-decreasing
     chain: bool = False  # -1 terminated links (parents, next pointers): every chain ends
+    # Values that take either side of the kernel's branches on this integer (targeted draws).
+    choices: tuple[int, ...] = ()
+    # Integer arrays this one's values end ranges of (elementwise at least theirs) or start them.
+    at_least: str | None = None
+    at_most: str | None = None
+    # A struct's fields, named `param.field` (what kernel sources read: `geom.scale`).
+    fields: list["ArgumentSpec"] = dataclasses.field(default_factory=list)
+
+
+def walk_specs(specs: Sequence[ArgumentSpec]) -> list[ArgumentSpec]:
+    """Every spec, a struct's fields (recursively) after the struct."""
+    found: list[ArgumentSpec] = []
+    for spec in specs:
+        found.append(spec)
+        found += walk_specs(spec.fields)
+    return found
 
 
 @dataclasses.dataclass
@@ -304,22 +500,47 @@ class LaunchPlan:
 
     dim: tuple[int, ...]
     arguments: list[ArgumentSpec]
+    # Length of every array's first dimension. Integers stay below their bounds whatever it is: a
+    # longer array only leaves room for what the kernel adds to them (`x[s * 8 + k]`, `x[j + 5]`).
+    length: int = LONG_EXTENT
+    MAX_LENGTH = 8 * LONG_EXTENT
+
+    def lengthen(self) -> bool:
+        """Double the arrays' length for the next draws (a draw reached past them); False at the cap."""
+        if self.length >= self.MAX_LENGTH:
+            return False
+        self.length *= 2
+        return True
 
     @property
     def float_arrays(self) -> list[str]:
-        return [a.name for a in self.arguments if a.kind == "float-array"]
+        """Every float array, the array fields of struct arguments (``param.field``) included:
+        what finite differences perturb and gradients flow into."""
+        return [a.name for a in walk_specs(self.arguments) if a.kind == "float-array"]
+
+    @property
+    def targetable(self) -> bool:
+        """Whether a targeted draw differs from a plain one: some integer decides a branch, a
+        flag can be off, or offsets can stride further."""
+        return any(a.choices or a.kind in ("bool", "bool-array") or a.monotone for a in walk_specs(self.arguments))
 
     def describe_domain(self) -> list[str]:
         """The constraints the synthesized integers respect, for the evidence."""
         notes = []
         if self.dim == (1,):
             notes.append("one thread: the kernel never calls wp.tid()")
-        for spec in self.arguments:
+        for spec in walk_specs(self.arguments):
             traits = [t for t, on in (("non-zero", spec.nonzero), ("distinct indices", spec.distinct),
                                       ("non-decreasing", spec.monotone),
+                                      (f"at least {spec.at_least} (ranges end after they start)", spec.at_least),
+                                      (f"at most {spec.at_most} (ranges start before they end)", spec.at_most),
                                       ("-1 terminated chains (each entry points to an earlier one)", spec.chain)) if on]
             if spec.kind in ("int", "int-array") and (traits or spec.is_index):
                 traits.append(f"below {spec.bound}")
+            if spec.choices:
+                traits.append(f"in targeted draws often one of {', '.join(map(str, spec.choices))} "
+                              "(the constants its branches compare with, and their neighbours)")
+            if traits:
                 notes.append(f"{spec.name}: {', '.join(traits)}")
         return notes
 
@@ -331,8 +552,9 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     if source is not None and uses_tiles(ast.parse(source)):
         raise UnsupportedKernel("tile kernel (needs wp.launch_tiled with block-shaped arguments)")
     arguments = [_plan_argument(name, t, name in index_params or name in facts.index_uses) for name, t in params]
-    ndims = {spec.name: spec.ndim for spec in arguments}
-    for spec in arguments:
+    everything = walk_specs(arguments)
+    ndims = {spec.name: spec.ndim for spec in everything}
+    for spec in everything:
         if spec.kind not in ("int", "int-array"):
             continue
         uses = facts.index_uses.get(spec.name, [])
@@ -345,20 +567,41 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
         spec.nonzero = spec.name in facts.divisors
         spec.monotone = spec.name in facts.monotone and spec.kind == "int-array"
         spec.chain = spec.name in facts.sentinels and spec.kind == "int-array" and not spec.monotone
+        spec.distinct = spec.distinct and not (spec.monotone or spec.chain)  # those orders win
+        if not (spec.distinct or spec.monotone or spec.chain):
+            low = 1 if spec.nonzero else 0
+            # An index stays in range, a divisor non-zero; other signed values may be negative.
+            unsigned = scalar_type_of(spec.warp_type) in (wp.uint8, wp.uint16, wp.uint32)
+            spec.choices = tuple(sorted(
+                v for v in facts.branch_values.get(spec.name, ())
+                if abs(v) < 2**31 - 1 and not (unsigned and v < 0)
+                and (low <= v < spec.bound if spec.is_index else v != 0 or not spec.nonzero)))
+    by_name = {spec.name: spec for spec in everything}
+    for start, end in sorted(facts.range_pairs):
+        first, second = by_name.get(start), by_name.get(end)
+        if (first is not None and second is not None and first.kind == second.kind == "int-array"
+                and first.ndim == second.ndim and not (first.chain or second.chain)
+                and first.at_most is None and second.at_least is None):
+            first.at_most, second.at_least = end, start
     arity = facts.tid_arity
     return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments)
 
 
 def check_argument(name: str, t: Any) -> None:
-    """Raise UnsupportedKernel for a value no synthesized argument can stand for: a struct, an id,
-    a type that is still generic."""
+    """Raise UnsupportedKernel for a value no synthesized argument can stand for: an id, a struct
+    holding one, a type that is still generic."""
     if t is wp.uint64:
         raise UnsupportedKernel(f"{name!r} is a uint64 (a mesh/volume/BVH id: a made-up id crashes the process)")
-    if hasattr(t, "vars") and hasattr(t, "cls"):
-        raise UnsupportedKernel(f"{name!r} is a struct ({t.key})")
+    if _is_struct(t):
+        _plan_argument(name, t, False)  # raises for a field that cannot be synthesized
+        return
     generic = getattr(wp.types, "type_is_generic", None)
     if t is typing.Any or (generic is not None and generic(t)):
         raise UnsupportedKernel(f"{name!r} has a generic type ({getattr(t, '__name__', t)}) that was not instantiated")
+
+
+def _is_struct(t: Any) -> bool:
+    return hasattr(t, "vars") and hasattr(t, "cls")
 
 
 def _resolve_python_scalar(t: Any) -> Any:
@@ -373,7 +616,7 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
         dtype = array.dtype
         if dtype is typing.Any:
             raise UnsupportedKernel(f"argument {name!r} is a generic array the kernel was not instantiated for")
-        if hasattr(dtype, "vars") and hasattr(dtype, "cls"):
+        if _is_struct(dtype):
             raise UnsupportedKernel(f"argument {name!r} is an array of structs ({dtype.key})")
         dtype = _resolve_python_scalar(dtype)
         if float_precision(dtype):
@@ -387,8 +630,11 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
         raise UnsupportedKernel(
             f"argument {name!r} is a uint64 (a mesh/volume/BVH id: a made-up id crashes the process)"
         )
-    if hasattr(t, "vars") and hasattr(t, "cls"):
-        raise UnsupportedKernel(f"argument {name!r} is a struct ({t.key})")
+    if _is_struct(t):
+        # Fields are synthesized like arguments: array fields are perturbed and differentiated
+        # (the tape gives a struct's array fields their adjoints), value fields stay as drawn.
+        fields = [_plan_argument(f"{name}.{field}", var.type, False) for field, var in t.vars.items()]
+        return ArgumentSpec(name, "struct", t, fields=fields)
     if t is typing.Any:
         raise UnsupportedKernel(f"argument {name!r} is generic and was not instantiated")
     t = _resolve_python_scalar(t)
@@ -403,10 +649,10 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
     raise UnsupportedKernel(f"argument {name!r} has type {getattr(t, '__name__', t)}")
 
 
-def _array_shape(spec: ArgumentSpec) -> tuple[int, ...]:
-    if spec.ndim == 1:
-        return (LONG_EXTENT,)
-    return (LAUNCH_EXTENT,) * spec.ndim
+def _array_shape(spec: ArgumentSpec, length: int) -> tuple[int, ...]:
+    # Every array's first dimension is as long as a 1-D array: arrays of one model share their
+    # leading count (`n = times.shape[0]` bounds `targets[k, dof]` too).
+    return (length,) + (LAUNCH_EXTENT,) * (spec.ndim - 1)
 
 
 def _rotation_kind(dtype: Any) -> str | None:
@@ -431,7 +677,8 @@ def _normalise_rotations(data: np.ndarray, dtype: Any) -> np.ndarray:
     return data
 
 
-def _integers(spec: ArgumentSpec, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+def _integers(spec: ArgumentSpec, rng: np.random.Generator, shape: tuple[int, ...],
+              targeted: bool = False) -> np.ndarray:
     low = 1 if spec.nonzero else 0
     bound = max(spec.bound, low + 1)
     size = int(np.prod(shape))
@@ -441,7 +688,8 @@ def _integers(spec: ArgumentSpec, rng: np.random.Generator, shape: tuple[int, ..
                            for k in range(size)])
         return values.reshape(shape)
     if spec.monotone:
-        steps = rng.integers(0, 2, size=size)
+        # Targeted: segments up to three long, so loops over a segment's interior run.
+        steps = rng.integers(0, 4 if targeted else 2, size=size)
         steps[0] = 0
         return np.minimum(np.cumsum(steps), bound - 1).clip(low).reshape(shape)
     if spec.distinct:
@@ -455,52 +703,73 @@ def _integers(spec: ArgumentSpec, rng: np.random.Generator, shape: tuple[int, ..
         # (LAUNCH_EXTENT <= bound) never share an index.
         tiles = [rng.permutation(np.arange(low, bound)) for _ in range(size // max(bound - low, 1) + 1)]
         return np.concatenate(tiles)[:size].reshape(shape)
-    return rng.integers(low, bound, size=shape)
+    values = rng.integers(low, bound, size=shape)
+    if targeted and spec.choices:
+        picked = rng.choice(np.array(spec.choices), size=shape)
+        values = np.where(rng.random(shape) < 0.5, picked, values)
+    return values
 
 
-def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, device: Any) -> list[Any]:
-    """Fresh argument values for one draw, in kernel order."""
-    values: list[Any] = []
+def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, device: Any,
+                   targeted: bool = False) -> list[Any]:
+    """Fresh argument values for one draw, in kernel order. A ``targeted`` draw takes the integers
+    that decide branches among the values on either side (:attr:`ArgumentSpec.choices`), turns
+    flags off as well as on, and strides offsets further."""
     aligned: np.ndarray | None = None
     if fill.kind == "aligned":
-        aligned = fill.draw(rng, (LONG_EXTENT * LAUNCH_EXTENT ** 3 * 16,))
+        aligned = fill.draw(rng, (plan.length * LAUNCH_EXTENT ** 3 * 16,))
 
     def floats(shape: tuple[int, ...]) -> np.ndarray:
         if aligned is not None:
             return aligned[: int(np.prod(shape))].reshape(shape).copy()
         return fill.draw(rng, shape)
 
-    for spec in plan.arguments:
+    integer_arrays: dict[str, np.ndarray] = {}
+
+    def value(spec: ArgumentSpec) -> Any:
         if spec.kind == "float-array":
-            shape = _array_shape(spec)
+            shape = _array_shape(spec, plan.length)
             dtype_shape = tuple(getattr(spec.warp_type, "_shape_", ()))
             scalar = scalar_type_of(spec.warp_type)
             np_dtype = {wp.float16: np.float16, wp.float32: np.float32, wp.float64: np.float64}[scalar]
             data = _normalise_rotations(floats(shape + dtype_shape), spec.warp_type).astype(np_dtype)
-            values.append(wp.array(data, dtype=spec.warp_type, shape=shape, device=device))
-        elif spec.kind == "int-array":
-            shape = _array_shape(spec)
+            return wp.array(data, dtype=spec.warp_type, shape=shape, device=device)
+        if spec.kind == "int-array":
+            shape = _array_shape(spec, plan.length)
             dtype_shape = tuple(getattr(spec.warp_type, "_shape_", ()))
-            values.append(wp.array(_integers(spec, rng, shape + dtype_shape), dtype=spec.warp_type, shape=shape,
-                                   device=device))
-        elif spec.kind == "int-value":
-            values.append(spec.warp_type(*[int(v) for v in rng.integers(0, LAUNCH_EXTENT, int(spec.warp_type._length_))]))
-        elif spec.kind == "bool-array":
-            shape = _array_shape(spec)
-            values.append(wp.array(rng.integers(0, 2, size=shape).astype(bool), dtype=spec.warp_type, device=device))
-        elif spec.kind == "int":
+            data = _integers(spec, rng, shape + dtype_shape, targeted)
+            # Range ends at or after their starts (whichever of the pair is drawn second adapts).
+            if spec.at_least in integer_arrays and integer_arrays[spec.at_least].shape == data.shape:
+                data = np.maximum(data, integer_arrays[spec.at_least])
+            if spec.at_most in integer_arrays and integer_arrays[spec.at_most].shape == data.shape:
+                data = np.minimum(data, integer_arrays[spec.at_most])
+            integer_arrays[spec.name] = data
+            return wp.array(data, dtype=spec.warp_type, shape=shape, device=device)
+        if spec.kind == "int-value":
+            return spec.warp_type(*[int(v) for v in rng.integers(0, LAUNCH_EXTENT, int(spec.warp_type._length_))])
+        if spec.kind == "bool-array":
+            shape = _array_shape(spec, plan.length)
+            return wp.array(rng.integers(0, 2, size=shape).astype(bool), dtype=spec.warp_type, device=device)
+        if spec.kind == "int":
             # Index parameters get an in-range index; other integers are counts (loop bounds) and
-            # get the launch extent, which every array covers.
+            # get the launch extent, which every array covers; a targeted draw mostly takes one of
+            # the values the kernel's branches compare it with.
+            if targeted and spec.choices and rng.random() < 0.75:
+                return int(rng.choice(np.array(spec.choices)))
             if spec.is_index:
-                values.append(int(_integers(dataclasses.replace(spec, distinct=False, monotone=False), rng, (1,))[0]))
-            else:
-                values.append(LAUNCH_EXTENT)
-        elif spec.kind == "bool":
-            values.append(True)
-        else:  # float-value: scalar, vector or matrix passed by value
-            if hasattr(spec.warp_type, "_shape_"):
-                drawn = _normalise_rotations(floats((int(spec.warp_type._length_),)), spec.warp_type)
-                values.append(spec.warp_type(*[float(v) for v in drawn]))
-            else:
-                values.append(float(floats((1,))[0]))
-    return values
+                return int(_integers(dataclasses.replace(spec, distinct=False, monotone=False), rng, (1,))[0])
+            return LAUNCH_EXTENT
+        if spec.kind == "bool":
+            return bool(rng.random() < 0.5) if targeted else True
+        if spec.kind == "struct":
+            instance = spec.warp_type()
+            for field in spec.fields:
+                setattr(instance, field.name.rsplit(".", 1)[1], value(field))
+            return instance
+        # float-value: scalar, vector or matrix passed by value
+        if hasattr(spec.warp_type, "_shape_"):
+            drawn = _normalise_rotations(floats((int(spec.warp_type._length_),)), spec.warp_type)
+            return spec.warp_type(*[float(v) for v in drawn])
+        return float(floats((1,))[0])
+
+    return [value(spec) for spec in plan.arguments]
