@@ -151,6 +151,7 @@ def test_process_hazards_end_inconclusive_within_the_time_limit(kernel_cache_dir
     path = FIXTURES / "process_hazards.py"
     findings = [
         make_finding(path, "closest_point_on_mesh", "WL102", reads=["points", "out"], writes=["out"]),
+        make_finding(path, "sample_volume", "WL102", reads=["points", "out"], writes=["out"]),
         make_finding(path, "write_far_out_of_bounds", "WL102", reads=["a"], writes=["a"]),
         make_finding(path, "loop_forever", "WL102", reads=["a"], writes=["a"]),
     ]
@@ -158,9 +159,12 @@ def test_process_hazards_end_inconclusive_within_the_time_limit(kernel_cache_dir
     started = time.perf_counter()
     confirm_findings(findings, device=device, timeout=timeout, cache_dir=kernel_cache_dir)
     elapsed = time.perf_counter() - started
-    mesh, segfault, hang = (f.confirmation for f in findings)
-    assert mesh.status == Status.INCONCLUSIVE and mesh.evidence["reason_code"] == Reason.UNSUPPORTED_ARGUMENT
-    assert "uint64" in mesh.reason
+    mesh, volume, segfault, hang = (f.confirmation for f in findings)
+    # A mesh id gets a real mesh; a volume id nothing can stand for.
+    assert mesh.status == Status.CONFIRMED, mesh.reason
+    assert any("the id of a real mesh" in note for note in mesh.evidence["domain"])
+    assert volume.status == Status.INCONCLUSIVE and volume.evidence["reason_code"] == Reason.UNSUPPORTED_ARGUMENT
+    assert "uint64" in volume.reason
     assert segfault.status == Status.INCONCLUSIVE and segfault.evidence["reason_code"] == Reason.CRASH
     assert hang.status == Status.INCONCLUSIVE and hang.evidence["reason_code"] == Reason.TIMEOUT
     # One timeout plus a compile and two restarts: never an unbounded wait.

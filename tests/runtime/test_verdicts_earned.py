@@ -10,7 +10,7 @@ import os
 import time
 
 import pytest
-from runtime_helpers import FIXTURES, make_finding
+from runtime_helpers import FIXTURES, flagged_line, make_finding
 from warp_devices import DEVICES
 
 from warp_lint.runtime import Reason, Status, confirm_findings
@@ -49,6 +49,9 @@ CASES = {
     "generic_struct_by_callee": (EARNED, "cloth_norm", "WL110", ["c"], [],
                                  {"function_kind": "func", "index_params": ["i"]}),
     "unmade_variant": (EARNED, "clamp_y", "WL103", [], [], {"function_kind": "func"}),
+    "horner_while": (EARNED, "horner_while", "WL104", ["x"], ["out"], {}),
+    "horner_until": (EARNED, "horner_until", "WL104", ["x"], ["out"], {}),
+    "factory_with_settings": (PACKAGE, "shader", "WL103", [], [], {"function_kind": "func"}),
 }
 
 
@@ -268,7 +271,21 @@ def test_a_generic_parameter_takes_the_type_its_helper_declares(verdicts):
     assert reason(confirmation) not in (Reason.UNSUPPORTED_ARGUMENT, Reason.COMPILE_ERROR), confirmation.reason
 
 
-def test_a_definition_import_did_not_make_is_not_judged_on_its_namesake(verdicts):
+def test_a_definition_import_did_not_make_is_made_from_its_source_not_taken_for_its_namesake(verdicts):
     confirmation = verdicts["unmade_variant"]
-    assert confirmation.status == Status.INCONCLUSIVE
-    assert reason(confirmation) == Reason.NOT_IMPORTABLE
+    first, last = confirmation.evidence["target"]["lines"]
+    flagged = flagged_line(EARNED, "unmade_variant")
+    assert first <= flagged <= last  # the `upper` variant, not the one import made
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+@pytest.mark.parametrize("marker", ["horner_while", "horner_until"])
+def test_while_loops_and_loops_with_break_have_a_static_form(verdicts, marker):
+    confirmation = verdicts[marker]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "made static" in confirmation.evidence["counterfactual"]["safe_form"]
+
+
+def test_a_func_a_factory_makes_at_run_time_is_made_with_the_arguments_its_signature_offers(verdicts):
+    confirmation = verdicts["factory_with_settings"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason

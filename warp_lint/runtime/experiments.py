@@ -57,6 +57,7 @@ from warp_lint.runtime.synthesis import (
     check_argument,
     concrete_types,
     fills_for,
+    handles_through_callees,
     kernel_facts,
     make_arguments,
     plan_launch,
@@ -78,7 +79,7 @@ PROBE_STEP = 1e-2
 # A new draw runs first in a forked copy of the child (CPU only: CUDA contexts do not survive a
 # fork), so a draw that crashes or hangs the kernel (an index past an array made by an offset or a
 # stride, a pointer built from synthesized floats) is set aside instead of ending the experiment.
-PROBE_SECONDS = 20.0
+PROBE_SECONDS = 10.0
 
 
 def _inconclusive(reason: str, detail: str, **evidence: Any) -> dict[str, Any]:
@@ -197,18 +198,16 @@ class FileSession:
         kind = finding.get("function_kind") or "kernel"
         line = int(finding["flagged_lines"][0])
         targets = locate.find_targets(self.request["path"], line, finding.get("kernel"), kind)
-        if not targets and kind == "kernel":
+        if not targets:
             targets = locate.nested_targets(self.module, self.request["path"], line, finding.get("kernel"),
-                                            f"{self.directory}/nested")
+                                            f"{self.directory}/nested", kind)
         if not targets:
             what = "@wp.func" if kind == "func" else "@wp.kernel"
             prepared.early = _inconclusive(
                 Reason.NOT_IMPORTABLE,
                 f"no {what} named {finding.get('kernel')!r} spanning line {line} was defined when {self.request['path']}"
-                " was imported" + (", and made from its source it did not build (it needs what only a call of the"
-                                   " function around it provides: its arguments, or values computed from them)"
-                                   if kind == "kernel" else
-                                   " (a func made inside a function that import does not call cannot be reached)"),
+                " was imported, and made from its source it did not build (it needs what only a call of the function"
+                " around it provides: its arguments, where its signature offers no value for them, or values computed from them)",
                 imported=self.imported_as)
             return prepared
         target = prepared.target = targets[0]
@@ -221,6 +220,7 @@ class FileSession:
                                            "flows through this code and the hazard cannot affect one")
             return prepared
         prepared.facts = facts = kernel_facts(target.source, target.namespace())
+        facts.handles.update(handles_through_callees(facts, target.namespace()))
         if facts.tiles:
             prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, "tile kernel (needs wp.launch_tiled with "
                                            "block-shaped arguments)")
@@ -267,7 +267,7 @@ class FileSession:
         # What the wrapper kernel cannot pass or store: the same limits as a kernel's arguments.
         for name, t in prepared.signature.params:
             if locate.array_type(t) is None and t not in (int, float, bool):
-                check_argument(name, t)
+                check_argument(name, t, prepared.facts.handles)
         for k, t in enumerate(prepared.signature.returns):
             check_argument(f"return value {k}", t)
         self.extra_globals[f"_wl_target_{prepared.key}"] = target.obj
@@ -567,6 +567,8 @@ class FileSession:
                     return draw, explored
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
+                if draw.crashed and _hung(draw.crashed):
+                    return best, explored  # every draw would wait as long: the kernel hangs
                 if draw.finite and not draw.ran and not targetable:
                     break  # another draw of the same distribution rarely takes another branch
         if targetable and draw.hits is not None and (best is None or not best.ran):
@@ -576,6 +578,8 @@ class FileSession:
                     return draw, explored
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
+                if draw.crashed and _hung(draw.crashed):
+                    return best, explored
         return best, explored
 
     # -- the experiment --------------------------------------------------------------------------
@@ -592,8 +596,11 @@ class FileSession:
                                     "domain": plan.describe_domain()}
         if "cover" not in prepared.kernels:
             evidence["coverage_error"] = prepared.build_errors.get("cover", "the instrumented copy did not build")
+        if chosen is not None and chosen.crashed and _hung(chosen.crashed):
+            return _inconclusive(Reason.TIMEOUT, f"the kernel hung in its probe at a synthesized input "
+                                 f"({chosen.crashed}): a loop the synthesized values never end", **evidence)
         if chosen is not None and chosen.crashed:
-            return _inconclusive(Reason.CRASH, f"every synthesized input crashed or hung the kernel in its probe "
+            return _inconclusive(Reason.CRASH, f"every synthesized input crashed the kernel in its probe "
                                  f"({chosen.crashed}): out-of-range indices or made-up handles the synthesis cannot "
                                  "avoid; no gradient can be judged", **evidence)
         if chosen is None or not chosen.finite:
@@ -1030,6 +1037,10 @@ def survives_in_fork(action: Callable[[], None], seconds: float) -> str | None:
         except ValueError:
             return f"killed by signal {number}"
     return None
+
+
+def _hung(crash: str) -> bool:
+    return crash.startswith("no result within")
 
 
 def _out_of_range(crash: str) -> bool:

@@ -90,7 +90,10 @@ def func_signature(function: Any) -> FuncSignature:
         function.build(None)
         returns = [var.type for var in (function.adj.return_var or [])]
     except Exception:
-        annotation = inspect.signature(function.func).return_annotation
+        try:
+            annotation = inspect.signature(function.func, eval_str=True).return_annotation
+        except Exception:  # noqa: BLE001 - a string annotation naming what the function cannot see
+            annotation = inspect.signature(function.func).return_annotation
         if annotation not in (inspect.Signature.empty, None):
             if isinstance(annotation, tuple):
                 returns = list(annotation)

@@ -24,6 +24,7 @@ import sys
 import textwrap
 import typing
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import warp as wp
@@ -294,12 +295,15 @@ def module_options(target: Target) -> dict[str, Any]:
 
 
 # -- kernels defined inside functions ------------------------------------------------------------
-def nested_targets(module: Any, path: str, line: int, name: str | None, directory: str) -> list[Target]:
-    """A kernel defined inside a function that import never calls (a test's body, a helper that
-    builds it): made here from its source, over the module's globals and what the enclosing
-    functions define before it (assignments, ``@wp.func``, ``@wp.struct`` and native helpers),
-    each run on its own; one that needs the function's arguments (``device``, a parametrised
-    ``dtype``) is left out, and if the kernel needs it too, nothing is made."""
+def nested_targets(module: Any, path: str, line: int, name: str | None, directory: str,
+                   kind: str = "kernel") -> list[Target]:
+    """A kernel or ``@wp.func`` defined inside a function that import never calls (a test's body,
+    a factory called at run time): made here from its source, over the module's globals and what
+    the enclosing functions define before it (assignments, ``@wp.func``, ``@wp.struct`` and native
+    helpers), each run on its own. The enclosing functions' parameters are bound where their
+    signature offers a value (a default, or an annotated class that builds without arguments,
+    like a configuration dataclass); a statement that needs another one (``device``, a parametrised
+    ``dtype``) is left out, and if the definition needs it too, nothing is made."""
     if module is None or not name:
         return []
     try:
@@ -313,8 +317,10 @@ def nested_targets(module: Any, path: str, line: int, name: str | None, director
     lines = text.splitlines(keepends=True)
     namespace = dict(vars(module))
     os.makedirs(directory, exist_ok=True)
+    annotations = _type_checking_names(tree, namespace)
     for outer, inner in zip(chain, chain[1:]):
-        for statement in outer.body:
+        namespace.update(_offered_arguments(outer, namespace, annotations))
+        for statement in _flat_body(outer.body):
             if statement is inner:
                 break
             if isinstance(statement, _PRELUDE_STATEMENTS):
@@ -322,14 +328,77 @@ def nested_targets(module: Any, path: str, line: int, name: str | None, director
     definition = chain[-1]
     if not _run_statement(definition, lines, namespace, directory):
         return []
-    kernel = namespace.get(name)
-    if not isinstance(kernel, wp.Kernel):
+    made = namespace.get(name)
+    if not isinstance(made, _KERNEL_TYPE if kind == "kernel" else _FUNCTION_TYPE):
         return []
     source, first, last = _statement_source(definition, lines)
-    return [Target("kernel", kernel, name, source, first, last)]
+    return [Target(kind, made, name, source, first, last)]
 
 
 _PRELUDE_STATEMENTS = (ast.Assign, ast.AnnAssign, ast.FunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+
+
+def _flat_body(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """A function body's statements in order, those of its ``if``/``with``/``try`` blocks included
+    (a factory that defines one of two variants under ``if``), not those of loops or nested
+    definitions."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.If, ast.With, ast.Try)):
+            for block in (statement.body, getattr(statement, "orelse", []), getattr(statement, "finalbody", [])):
+                yield from _flat_body(block)
+
+
+def _type_checking_names(tree: ast.Module, namespace: dict[str, Any]) -> dict[str, Any]:
+    """What the module imports only for type checkers (``if TYPE_CHECKING:``), for reading its
+    annotations: a factory's ``config: RenderContext.Config``."""
+    names: dict[str, Any] = {}
+    for statement in tree.body:
+        test = statement.test if isinstance(statement, ast.If) else None
+        if test is None or attribute_path(test) not in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            continue
+        for inner in statement.body:
+            if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                scope = {k: namespace[k] for k in ("__name__", "__package__", "__spec__") if k in namespace}
+                try:
+                    exec(compile(ast.Module([inner], []), "<type-checking import>", "exec"), scope)  # noqa: S102
+                except Exception:  # noqa: BLE001 - a name only a type checker can resolve
+                    continue
+                names.update({k: v for k, v in scope.items() if not k.startswith("__")})
+    return names
+
+
+def attribute_path(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name (or the name), else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(parts)]) if isinstance(node, ast.Name) else None
+
+
+def _offered_arguments(function: ast.FunctionDef, namespace: dict[str, Any],
+                       annotations: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Values for a function's parameters from its signature alone: defaults, and instances of
+    annotated classes that build without arguments (``annotations``: names to read them with)."""
+    arguments = function.args
+    positional = arguments.posonlyargs + arguments.args
+    defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]], arguments.defaults))
+    defaults.update({a.arg: d for a, d in zip(arguments.kwonlyargs, arguments.kw_defaults) if d is not None})
+    offered: dict[str, Any] = {}
+    for parameter in positional + arguments.kwonlyargs:
+        try:
+            if parameter.arg in defaults:
+                offered[parameter.arg] = eval(compile(ast.Expression(defaults[parameter.arg]), "<default>", "eval"),
+                                              namespace)  # noqa: S307 - the user's own default
+            elif parameter.annotation is not None:
+                annotation = eval(compile(ast.Expression(parameter.annotation), "<annotation>", "eval"),  # noqa: S307
+                                  {**(annotations or {}), **namespace})
+                if isinstance(annotation, type) and annotation.__module__ not in ("builtins", "typing"):
+                    offered[parameter.arg] = annotation()
+        except Exception:  # noqa: BLE001 - no value offered: statements that need it are left out
+            continue
+    return offered
 
 
 def _enclosing_definitions(tree: ast.Module, line: int, name: str) -> list[ast.FunctionDef]:
@@ -339,11 +408,12 @@ def _enclosing_definitions(tree: ast.Module, line: int, name: str) -> list[ast.F
     chain: list[ast.FunctionDef] = []
     body = tree.body
     while True:
-        holder = next((s for s in body if isinstance(s, (ast.FunctionDef, ast.ClassDef))
+        candidates = list(_flat_body(body)) if chain else body
+        holder = next((s for s in candidates if isinstance(s, (ast.FunctionDef, ast.ClassDef))
                        and first_line(s) <= line <= (s.end_lineno or s.lineno)), None)
         if isinstance(holder, ast.FunctionDef) and holder.name == name:
             return chain + [holder]
-        named = [s for s in body if isinstance(s, ast.FunctionDef) and s.name == name]
+        named = [s for s in candidates if isinstance(s, ast.FunctionDef) and s.name == name]
         if chain and named:
             return chain + named[-1:]
         if not isinstance(holder, ast.FunctionDef):

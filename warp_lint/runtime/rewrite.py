@@ -477,8 +477,11 @@ def _dynamic(loop: ast.stmt, context: Context) -> bool:
     return not forced and len(range(*bounds)) > context.max_unroll
 
 
-def _trips(loop: ast.For, context: Context) -> int:
-    """How many iterations the loop can run on synthesized inputs: its unroll count."""
+def _trips(loop: ast.For | ast.While, context: Context) -> int:
+    """How many iterations the loop can run on synthesized inputs: its unroll count (a `while`
+    loop: UNROLL; one that runs longer makes a safe form whose forward differs, which says so)."""
+    if isinstance(loop, ast.While):
+        return UNROLL
     args = loop.iter.args
     stop = args[1] if len(args) >= 2 else args[0]
     known = _constant(stop, context)
@@ -495,12 +498,26 @@ def _trips(loop: ast.For, context: Context) -> int:
     return UNROLL
 
 
-def _unroll(loop: ast.For, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
-    """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced unroll)."""
+def _unroll(loop: ast.For | ast.While, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
+    """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced
+    unroll); `while c:` -> the same static loop running the body while `c` holds. A `break` becomes
+    a flag that guards the rest of the loop."""
     if loop.orelse:
         raise NoSafeForm("a loop with an `else` clause")
-    if any(isinstance(n, ast.Break) for n in ast.walk(loop)):
-        raise NoSafeForm("a loop with `break` cannot be unrolled")
+    if any(isinstance(n, ast.Continue) for n in _own_nodes(loop.body)):
+        raise NoSafeForm("a loop with `continue` cannot be unrolled")
+    going = f"_wl_go{serial}"
+    breaks = any(isinstance(n, ast.Break) for n in _own_nodes(loop.body))
+    body = _without_break(loop.body, going) if breaks else loop.body
+    counter = f"_wl_k{serial}"
+    static = _call(_warp("static"), ast.Constant(trips))
+    flag = [ast.Assign(targets=[ast.Name(going, ast.Store())], value=ast.Constant(True))]
+    if isinstance(loop, ast.While):
+        stop = ast.Assign(targets=[ast.Name(going, ast.Store())], value=ast.Constant(False))
+        step = ast.If(test=ast.Name(going, ast.Load()),
+                      body=[ast.If(test=loop.test, body=body, orelse=[stop])], orelse=[])
+        return flag + [ast.For(target=ast.Name(counter, ast.Store()), iter=_call("range", static), body=[step],
+                               orelse=[])]
     args = loop.iter.args
     if not 1 <= len(args) <= 3 or loop.iter.keywords:
         raise NoSafeForm("an unusual range()")
@@ -514,19 +531,56 @@ def _unroll(loop: ast.For, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
         if not (isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value != 0):
             raise NoSafeForm("a range() whose step is not an integer literal")
         step = -value.value if negative else value.value
-    low, high, counter = f"_wl_lo{serial}", f"_wl_hi{serial}", f"_wl_k{serial}"
+    low, high = f"_wl_lo{serial}", f"_wl_hi{serial}"
     index = ast.BinOp(left=ast.Name(low, ast.Load()), op=ast.Add(),
                       right=ast.BinOp(left=ast.Name(counter, ast.Load()), op=ast.Mult(), right=ast.Constant(step)))
-    guard = ast.Compare(left=ast.Name(loop.target.id, ast.Load()), ops=[ast.Lt() if step > 0 else ast.Gt()],
-                        comparators=[ast.Name(high, ast.Load())])
-    body = [ast.Assign(targets=[ast.Name(loop.target.id, ast.Store())], value=index),
-            ast.If(test=guard, body=loop.body, orelse=[])]
-    static = _call(_warp("static"), ast.Constant(trips))
-    return [
+    guard: ast.expr = ast.Compare(left=ast.Name(loop.target.id, ast.Load()), ops=[ast.Lt() if step > 0 else ast.Gt()],
+                                  comparators=[ast.Name(high, ast.Load())])
+    if breaks:
+        guard = ast.BoolOp(op=ast.And(), values=[ast.Name(going, ast.Load()), guard])
+    iteration = [ast.Assign(targets=[ast.Name(loop.target.id, ast.Store())], value=index),
+                 ast.If(test=guard, body=body, orelse=[])]
+    return (flag if breaks else []) + [
         ast.Assign(targets=[ast.Name(low, ast.Store())], value=start),
         ast.Assign(targets=[ast.Name(high, ast.Store())], value=stop),
-        ast.For(target=ast.Name(counter, ast.Store()), iter=_call("range", static), body=body, orelse=[]),
+        ast.For(target=ast.Name(counter, ast.Store()), iter=_call("range", static), body=iteration, orelse=[]),
     ]
+
+
+def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """The nodes of a loop body outside the loops and functions nested in it (whose `break` and
+    `continue` are their own)."""
+    for statement in body:
+        yield statement
+        if isinstance(statement, (ast.For, ast.While, ast.FunctionDef)):
+            continue
+        for block in _statement_lists(statement):
+            yield from _own_nodes(block)
+
+
+def _without_break(body: list[ast.stmt], going: str) -> list[ast.stmt]:
+    """``body`` with this loop's `break` turned into `going = False`, and what follows a statement
+    that may break run only while `going` holds."""
+    rewritten: list[ast.stmt] = []
+    for position, statement in enumerate(body):
+        if isinstance(statement, ast.Break):
+            rewritten.append(ast.Assign(targets=[ast.Name(going, ast.Store())], value=ast.Constant(False)))
+            return rewritten  # nothing after a break runs
+        may_break = not isinstance(statement, (ast.For, ast.While, ast.FunctionDef)) and any(
+            isinstance(n, ast.Break) for n in _own_nodes([statement]))
+        if may_break:
+            statement = copy.copy(statement)
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(statement, field, None)
+                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                    setattr(statement, field, _without_break(block, going))
+        rewritten.append(statement)
+        if may_break:
+            rest = _without_break(body[position + 1:], going)
+            if rest:
+                rewritten.append(ast.If(test=ast.Name(going, ast.Load()), body=rest, orelse=[]))
+            return rewritten
+    return rewritten
 
 
 def _replace_statement(definition: ast.FunctionDef, old: ast.stmt, new: list[ast.stmt]) -> None:
@@ -557,10 +611,8 @@ def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, co
         raise NoSafeForm(f"no dynamic `for ... in range(...)` loop {why}")
     bodies, depth = 1, {}
     for loop in loops:
-        if isinstance(loop, ast.While):
-            raise NoSafeForm("a `while` loop has no static form")
-        if not _range_loop(loop):
-            raise NoSafeForm("a loop that is not `for ... in range(...)`")
+        if not (isinstance(loop, ast.While) or _range_loop(loop)):
+            raise NoSafeForm("a loop that is not `for ... in range(...)` or `while`")
         nested = sum(1 for other in loops if other is not loop and any(n is loop for n in ast.walk(other)))
         depth[id(loop)] = nested
     trips = {id(loop): _trips(loop, context) for loop in loops}

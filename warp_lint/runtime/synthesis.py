@@ -34,7 +34,7 @@ import numpy as np
 import warp as wp
 
 from warp_lint.runtime.comparison import float_precision, scalar_type_of
-from warp_lint.runtime.locate import array_type, function_namespace, function_source, is_special_array
+from warp_lint.runtime.locate import array_type, attribute_path, function_namespace, function_source, is_special_array
 
 # Threads per launch dimension. One-dimensional arrays get LAUNCH_EXTENT**2 elements so that
 # flattened 2-D indexing (``x[i * n + j]``) stays in bounds; higher-dimensional arrays get as many
@@ -65,6 +65,9 @@ class KernelFacts:
     fields_read: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # param -> those fields
     # param -> (callee, position): the calls it is passed to as it is (`helper(geom, d)`)
     passed_to: dict[str, list[tuple[str, int]]] = dataclasses.field(default_factory=dict)
+    # What a uint64 (or an array of them) is a handle of: "bvh" or "mesh", from the builtins it is
+    # passed to (`wp.bvh_query_ray(data.bvh_id, ...)`, `wp.mesh_query_point(meshes[k], ...)`).
+    handles: dict[str, str] = dataclasses.field(default_factory=dict)
     # Integer arrays compared with 0 or -1: -1 ends a chain (`while c >= 0: c = next[c]`, parents).
     sentinels: set[str] = dataclasses.field(default_factory=set)
     tiles: bool = False  # a tile kernel: needs wp.launch_tiled
@@ -115,7 +118,7 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
         if isinstance(node, ast.Subscript):
             return values(node.value)
         if isinstance(node, ast.Attribute):
-            path = _attribute_path(node)
+            path = attribute_path(node)
             if path is not None and path.split(".")[0] in params:
                 return {path}
             return values(node.value)
@@ -177,7 +180,11 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             facts.divisors |= sources(node.right)
         name = _callee(node)
         if isinstance(node, ast.Call):
-            callee = _attribute_path(node.func)
+            handle = _handle_kind(name)
+            if handle and node.args:
+                for source in values(node.args[0]):
+                    facts.handles[source] = handle
+            callee = attribute_path(node.func)
             for position, argument in enumerate(node.args):
                 if callee and isinstance(argument, ast.Name) and argument.id in params:
                     facts.passed_to.setdefault(argument.id, []).append((callee, position))
@@ -218,18 +225,19 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
     return facts
 
 
-_INTEGER_CASTS = {"int", "static", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
-
-
-def _attribute_path(node: ast.AST) -> str | None:
-    """``a.b.c`` for a chain of attributes on a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
+def _handle_kind(builtin: str | None) -> str | None:
+    """The structure a builtin's first argument is the id of: BVH and mesh queries (volumes, hash
+    grids and textures are not synthesized)."""
+    if not builtin:
         return None
-    return ".".join([node.id, *reversed(parts)])
+    if builtin.startswith("bvh_query_"):
+        return "bvh"
+    if builtin.startswith(("mesh_query_", "mesh_eval_", "mesh_get")):
+        return "mesh"
+    return None
+
+
+_INTEGER_CASTS = {"int", "static", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
 
 
 def _integer_constant(node: ast.AST, namespace: Mapping[str, Any] | None, locals_: set[str]) -> int | None:
@@ -251,7 +259,7 @@ def _integer_constant(node: ast.AST, namespace: Mapping[str, Any] | None, locals
             else left * right
     if isinstance(node, ast.Call) and _callee(node) in _INTEGER_CASTS and len(node.args) == 1:
         return _integer_constant(node.args[0], namespace, locals_)
-    path = _attribute_path(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    path = attribute_path(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
     if path is None or namespace is None or path.split(".")[0] in locals_:
         return None
     parts = path.split(".")
@@ -395,6 +403,37 @@ def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], d
     return None, fields
 
 
+def handles_through_callees(facts: KernelFacts, namespace: Mapping[str, Any], depth: int = 0) -> dict[str, str]:
+    """Handles the code passes to ``@wp.func`` helpers that query them (followed three calls
+    deep): ``helper(data)`` where the helper calls ``wp.bvh_query_ray(d.bvh_id, ...)`` makes
+    ``data.bvh_id`` a BVH id."""
+    found: dict[str, str] = {}
+    if depth > 3:
+        return found
+    for name, calls in facts.passed_to.items():
+        for callee_path, position in calls:
+            parts = callee_path.split(".")
+            callee = namespace.get(parts[0])
+            for part in parts[1:]:
+                callee = getattr(callee, part, None)
+            if callee is None or not hasattr(callee, "input_types") or getattr(callee, "func", None) is None:
+                continue
+            labels = list(callee.input_types)
+            source = function_source(callee.func)
+            if position >= len(labels) or source is None:
+                continue
+            try:
+                inner = kernel_facts(source, function_namespace(callee.func))
+            except SyntaxError:
+                continue
+            inner.handles.update(handles_through_callees(inner, function_namespace(callee.func), depth + 1))
+            label = labels[position]
+            for path, kind in inner.handles.items():
+                if path == label or path.startswith(label + "."):
+                    found[name + path[len(label):]] = kind
+    return found
+
+
 def struct_with_fields(fields: set[str], structs: Sequence[Any]) -> Any | None:
     """The struct a generic parameter stands for, from the fields the code reads on it: the
     smallest structs having all of them, if they all have one layout (a struct defined twice, or
@@ -467,6 +506,7 @@ class ArgumentSpec:
 
     name: str
     # "float-array" | "int-array" | "bool-array" | "int" | "bool" | "float-value" | "int-value" | "struct"
+    # | "handle" | "handle-array"
     kind: str
     warp_type: Any  # dtype for arrays, the scalar/vector/struct type otherwise
     ndim: int = 0
@@ -483,6 +523,7 @@ class ArgumentSpec:
     at_most: str | None = None
     # A struct's fields, named `param.field` (what kernel sources read: `geom.scale`).
     fields: list["ArgumentSpec"] = dataclasses.field(default_factory=list)
+    handle: str | None = None  # "bvh" | "mesh": a real one is built from the draw's floats
 
 
 def walk_specs(specs: Sequence[ArgumentSpec]) -> list[ArgumentSpec]:
@@ -540,6 +581,9 @@ class LaunchPlan:
             if spec.choices:
                 traits.append(f"in targeted draws often one of {', '.join(map(str, spec.choices))} "
                               "(the constants its branches compare with, and their neighbours)")
+            if spec.handle:
+                what = "BVH of as many boxes" if spec.handle == "bvh" else "mesh of as many points and triangles"
+                traits.append(f"the id of a real {what} as an array has elements, built where the draw's floats lie")
             if traits:
                 notes.append(f"{spec.name}: {', '.join(traits)}")
         return notes
@@ -551,7 +595,8 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     ``params`` hold concrete types (generic ones already instantiated)."""
     if source is not None and uses_tiles(ast.parse(source)):
         raise UnsupportedKernel("tile kernel (needs wp.launch_tiled with block-shaped arguments)")
-    arguments = [_plan_argument(name, t, name in index_params or name in facts.index_uses) for name, t in params]
+    arguments = [_plan_argument(name, t, name in index_params or name in facts.index_uses, facts.handles)
+                 for name, t in params]
     everything = walk_specs(arguments)
     ndims = {spec.name: spec.ndim for spec in everything}
     for spec in everything:
@@ -587,13 +632,11 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments)
 
 
-def check_argument(name: str, t: Any) -> None:
-    """Raise UnsupportedKernel for a value no synthesized argument can stand for: an id, a struct
-    holding one, a type that is still generic."""
-    if t is wp.uint64:
-        raise UnsupportedKernel(f"{name!r} is a uint64 (a mesh/volume/BVH id: a made-up id crashes the process)")
-    if _is_struct(t):
-        _plan_argument(name, t, False)  # raises for a field that cannot be synthesized
+def check_argument(name: str, t: Any, handles: Mapping[str, str] | None = None) -> None:
+    """Raise UnsupportedKernel for a value no synthesized argument can stand for: an id of no
+    structure the synthesis builds, a struct holding one, a type that is still generic."""
+    if t is wp.uint64 or _is_struct(t):
+        _plan_argument(name, t, False, handles or {})  # raises for what cannot be synthesized
         return
     generic = getattr(wp.types, "type_is_generic", None)
     if t is typing.Any or (generic is not None and generic(t)):
@@ -608,7 +651,7 @@ def _resolve_python_scalar(t: Any) -> Any:
     return {float: wp.float32, int: wp.int32, bool: wp.bool}.get(t, t)
 
 
-def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
+def _plan_argument(name: str, t: Any, is_index: bool, handles: Mapping[str, str]) -> ArgumentSpec:
     if is_special_array(t):
         raise UnsupportedKernel(f"argument {name!r} is a {type(t).__name__} (fabric/indexed arrays are not synthesized)")
     array = array_type(t)
@@ -625,15 +668,20 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
             return ArgumentSpec(name, "int-array", dtype, ndim=array.ndim)
         if dtype is wp.bool:
             return ArgumentSpec(name, "bool-array", dtype, ndim=array.ndim)
+        if dtype is wp.uint64 and name in handles:
+            return ArgumentSpec(name, "handle-array", dtype, ndim=array.ndim, handle=handles[name])
         raise UnsupportedKernel(f"argument {name!r} is an array of {getattr(dtype, '__name__', dtype)}")
     if t is wp.uint64:
+        if name in handles:
+            return ArgumentSpec(name, "handle", t, handle=handles[name])
         raise UnsupportedKernel(
-            f"argument {name!r} is a uint64 (a mesh/volume/BVH id: a made-up id crashes the process)"
+            f"argument {name!r} is a uint64 that no BVH or mesh query takes (a volume, hash grid or texture id, or "
+            "a pointer: a made-up one crashes the process)"
         )
     if _is_struct(t):
         # Fields are synthesized like arguments: array fields are perturbed and differentiated
         # (the tape gives a struct's array fields their adjoints), value fields stay as drawn.
-        fields = [_plan_argument(f"{name}.{field}", var.type, False) for field, var in t.vars.items()]
+        fields = [_plan_argument(f"{name}.{field}", var.type, False, handles) for field, var in t.vars.items()]
         return ArgumentSpec(name, "struct", t, fields=fields)
     if t is typing.Any:
         raise UnsupportedKernel(f"argument {name!r} is generic and was not instantiated")
@@ -647,6 +695,37 @@ def _plan_argument(name: str, t: Any, is_index: bool) -> ArgumentSpec:
     if hasattr(t, "_shape_") and scalar_type_of(t) in _INT_SCALARS:
         return ArgumentSpec(name, "int-value", t)
     raise UnsupportedKernel(f"argument {name!r} has type {getattr(t, '__name__', t)}")
+
+
+class Handle(int):
+    """The id of a BVH or mesh built for a draw; holds the structure, which lives while the id is used."""
+
+    structure: Any = None
+
+
+def _holding(array: Any, handle: Handle) -> Any:
+    """``array`` (of ids), keeping the structure they name alive as long as it lives."""
+    array._wl_structure = handle
+    return array
+
+
+def _structure(kind: str, count: int, floats: Any, rng: np.random.Generator, device: Any) -> Handle:
+    """A real BVH of ``count`` boxes, or a mesh of ``count`` points and triangles, placed where the
+    draw's floats are (so queries from points drawn alike find them)."""
+    points = floats((count, 3)).astype(np.float32)
+    if kind == "bvh":
+        extent = np.abs(floats((count, 3))).astype(np.float32) * 0.5 + 0.05
+        lowers = wp.array(points - extent, dtype=wp.vec3, device=device)
+        uppers = wp.array(points + extent, dtype=wp.vec3, device=device)
+        structure = wp.Bvh(lowers, uppers)
+        structure._wl_bounds = (lowers, uppers)
+    else:
+        triangles = np.array([rng.permutation(count)[:3] for _ in range(count)], dtype=np.int32).ravel()
+        structure = wp.Mesh(points=wp.array(points, dtype=wp.vec3, device=device),
+                            indices=wp.array(triangles, dtype=wp.int32, device=device))
+    handle = Handle(int(structure.id))
+    handle.structure = structure
+    return handle
 
 
 def _array_shape(spec: ArgumentSpec, length: int) -> tuple[int, ...]:
@@ -761,6 +840,12 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
             return LAUNCH_EXTENT
         if spec.kind == "bool":
             return bool(rng.random() < 0.5) if targeted else True
+        if spec.kind in ("handle", "handle-array"):
+            built = _structure(spec.handle, plan.length, floats, rng, device)
+            if spec.kind == "handle":
+                return built
+            shape = _array_shape(spec, plan.length)
+            return _holding(wp.full(shape, int(built), dtype=wp.uint64, device=device), built)
         if spec.kind == "struct":
             instance = spec.warp_type()
             for field in spec.fields:
