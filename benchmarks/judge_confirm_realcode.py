@@ -6,10 +6,12 @@ For each sampled verdict (confirmed or cleared) a fresh process of the scratch v
 :data:`CHECK`: it imports the project module by its dotted name, takes the user's own kernel (for
 a ``@wp.func``, a five-line wrapper kernel calling it), draws inputs a user would pass (standard
 normal values, unit quaternions and rotations, integer indices ``i % n``, counts equal to the
-thread count; for a value-dependent finding the singular configuration a user meets: coincident
-points, zero vectors, large exponents), and compares the full Jacobian from ``wp.Tape`` with
-central finite differences at two steps in float64 arithmetic. None of warp-lint's runtime code
-is used. A confirmed verdict is judged right when the check finds a converged disagreement, a
+thread count, structs filled field by field the same way, their array fields differentiated; for a
+value-dependent finding the singular configuration a user meets: coincident points, zero vectors,
+large exponents), and compares the full Jacobian from ``wp.Tape`` with central finite
+differences at two steps in float64 arithmetic. None of warp-lint's runtime code is used; a
+generic definition is taken at the concrete types the verdict names (``instantiated_as``), which
+fix no value. A confirmed verdict is judged right when the check finds a converged disagreement, a
 cleared one when it finds agreement with a non-zero Jacobian; anything else is printed for a
 human look and recorded as ``wrong`` (or ``undecided`` when the check cannot run the kernel).
 The judgements go to ``--out`` (JSON), one per verdict, with the numbers.
@@ -32,13 +34,16 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import realcode  # noqa: E402
 
 CHECK = textwrap.dedent('''
-    import importlib, inspect, json, os, sys, tempfile, textwrap, types
+    import importlib, inspect, json, os, re, sys, tempfile, textwrap, types, typing
     import numpy as np
     import warp as wp
 
     request = json.loads(sys.argv[1])
     wp.config.quiet = True
     wp.config.kernel_cache_dir = request["cache"]
+    # Bounds-checked builds: where this check's own inputs index past an array, the check stops
+    # (undecided) instead of judging values read from outside it.
+    wp.config.mode = "debug"
     wp.init()
     module = importlib.import_module(request["module"])
     line, name, kind = request["line"], request["kernel"], request["kind"]
@@ -61,29 +66,73 @@ CHECK = textwrap.dedent('''
     if not candidates:
         print(json.dumps({"outcome": "not-found"})); sys.exit(0)
     target = candidates[0]
-    N = 4
+    N = 4  # threads, integer values (indices i % N, counts N), and the extent of inner dimensions
+    LENGTH = 8 * N  # the first dimension of every array: room for what kernels add to an index
+
+    def is_struct(t):
+        return hasattr(t, "vars") and hasattr(t, "cls")
 
     def arg_types(obj):
         if isinstance(obj, wp.Kernel):
             return [(a.label, a.type) for a in obj.adj.args]
         return list(obj.input_types.items())
 
-    kernel, returns = target, []
-    if kind == "func":
-        # A kernel calling the function once per thread, each value argument read from an array.
+    def generic(t):
+        return t is typing.Any or (wp.types.is_array(t) and t.dtype is typing.Any)
+
+    # A generic definition is checked at the types the verdict was reached at (its evidence names
+    # them): the types decide nothing of the gradient, the inputs below are this check's own.
+    names_seen = dict(vars(wp)) | dict(target.func.__globals__)
+
+    def type_of(text):
+        array = re.fullmatch(r"array\\(dtype=(\\w+), ndim=(\\d+)\\)", text)
+        if array:
+            return wp.array(dtype=type_of(array[1]), ndim=int(array[2]))
+        found = names_seen.get(text)
+        if found is None:
+            found = next((s for m in context.user_modules.values() for s in m.structs.values()
+                          if s.cls.__name__ == text), None)
+        return found
+
+    declared = request.get("types") or {}
+    if any(generic(t) for _, t in arg_types(target)):
+        concrete = {n: type_of(declared[n]) for n, t in arg_types(target) if generic(t) and n in declared}
+        if len(concrete) < sum(1 for _, t in arg_types(target) if generic(t)) or None in concrete.values():
+            print(json.dumps({"outcome": "generic", "types": declared})); sys.exit(0)
+        if kind == "kernel":
+            target = wp.overload(target, concrete)
+        else:
+            target = target.get_overload(tuple(concrete.get(n, t) for n, t in arg_types(target)), {}) or target
+
+    def load_source(source, namespace, stem):
+        directory = tempfile.mkdtemp()
+        path = os.path.join(directory, stem + ".py")
+        open(path, "w").write(source)
+        loaded = types.ModuleType(stem + "_" + str(abs(hash(path))))
+        loaded.__dict__.update(namespace)
+        loaded.__file__ = path
+        sys.modules[loaded.__name__] = loaded
+        exec(compile(source, path, "exec"), loaded.__dict__)
+        return loaded
+
+    def wrapper(func):
+        # A kernel calling the function once per thread, each value argument read from an array;
+        # integers are the thread index, structs pass by value.
         params, call = [], []
         names = {}
-        for pname, t in arg_types(target):
+        for pname, t in arg_types(func):
             key = "_t_" + pname
             names[key] = t
             if wp.types.is_array(t):
                 params.append(f"{pname}: {key}"); call.append(pname)
             elif t in (int, wp.int32):
                 call.append("_i")
+            elif is_struct(t) or t in (bool, wp.bool):
+                params.append(f"{pname}: {key}"); call.append(pname)
             else:
                 params.append(f"{pname}: wp.array(dtype={key})"); call.append(f"{pname}[_i]")
-        target.build(None)
-        returns = [v.type for v in (target.adj.return_var or [])]
+        func.build(None)
+        returns = [v.type for v in (func.adj.return_var or [])]
         for k, t in enumerate(returns):
             names[f"_r_{k}"] = t
             params.append(f"ret{k}: wp.array(dtype=_r_{k})")
@@ -92,21 +141,65 @@ CHECK = textwrap.dedent('''
         body += (f"{outs} = _f({', '.join(call)})\\n" if returns else f"_f({', '.join(call)})\\n")
         body += "".join(f"ret{k}[_i] = r{k}\\n" for k in range(len(returns)))
         source = f"@wp.kernel\\ndef judge_wrapper({', '.join(params)}):\\n" + textwrap.indent(body, "    ")
-        directory = tempfile.mkdtemp()
-        path = os.path.join(directory, "judge_wrapper.py")
-        open(path, "w").write(source)
-        namespace = types.ModuleType("judge_wrapper_" + str(abs(hash(path))))
-        namespace.__dict__.update(wp=wp, _f=target, **names)
-        namespace.__file__ = path
-        sys.modules[namespace.__name__] = namespace
-        exec(compile(source, path, "exec"), namespace.__dict__)
-        kernel = namespace.judge_wrapper
+        return load_source(source, dict(wp=wp, _f=func, **names), "judge_wrapper").judge_wrapper
+
+    def counted_copy():
+        # The definition with a counter before the flagged statement, to tell whether this
+        # check's inputs run it at all (a statement they never run is not judged by them).
+        import ast
+        try:
+            lines, first = inspect.getsourcelines(candidates[0].func)
+        except (OSError, TypeError):
+            return None
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+        definition = tree.body[0]
+        relative = line - first + 1
+
+        def insert(block):
+            for position, statement in enumerate(block):
+                if statement.lineno == relative:
+                    block.insert(position, ast.parse("wp.atomic_add(_judge_hits, 0, 1)").body[0])
+                    return True
+                for field in ("body", "orelse", "finalbody"):
+                    inner = getattr(statement, field, None)
+                    if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt) and insert(inner):
+                        return True
+            return False
+
+        if not insert(definition.body):
+            return None
+        definition.args.args.append(ast.arg("_judge_hits", ast.parse("wp.array(dtype=wp.int32)", mode="eval").body))
+        definition.name = "judge_counted"
+        func = candidates[0].func
+        namespace = dict(func.__globals__)
+        for cell_name, cell in zip(func.__code__.co_freevars, func.__closure__ or ()):
+            try:
+                namespace[cell_name] = cell.cell_contents
+            except ValueError:
+                pass
+        try:
+            copy = load_source(ast.unparse(ast.fix_missing_locations(tree)), namespace, "judge_counted").judge_counted
+            if concrete:
+                if kind == "kernel":
+                    copy = wp.overload(copy, {**concrete, "_judge_hits": wp.array(dtype=wp.int32)})
+                else:
+                    copy = copy.get_overload(tuple(concrete.get(n, t) for n, t in arg_types(copy)), {}) or copy
+            return copy if kind == "kernel" else wrapper(copy)
+        except Exception:
+            return None
+
+    concrete = locals().get("concrete") or {}
+    kernel = wrapper(target) if kind == "func" else target
+    counted = counted_copy()
 
     rng = np.random.default_rng(request["seed"])
     singular = request["singular"]
 
     def scalar_of(dtype):
         return getattr(dtype, "_wp_scalar_type_", dtype)
+
+    def is_float(dtype):
+        return scalar_of(dtype) in (wp.float16, wp.float32, wp.float64)
 
     def floats(shape, dtype, mode):
         full = shape + tuple(getattr(dtype, "_shape_", ()))
@@ -119,31 +212,50 @@ CHECK = textwrap.dedent('''
             values[..., 3:] /= np.linalg.norm(values[..., 3:], axis=-1, keepdims=True)
         return values
 
-    def make(mode):
+    def value(t, mode, where, float_arrays, ints):
+        # A user's value of type t; float arrays (struct fields too) are recorded as slots.
+        if wp.types.is_array(t):
+            dtype = t.dtype
+            shape = (LENGTH,) + (N,) * (t.ndim - 1)
+            if is_float(dtype):
+                float_arrays.append(where)
+                return wp.array(floats(shape, dtype, mode).astype(np.float64), dtype=dtype, shape=shape,
+                                requires_grad=True)
+            # Indices i % N; or, where those never run the flagged statement, one value for every
+            # element (a model of one kind: every joint FREE, every shape a BOX).
+            values = np.arange(int(np.prod(shape))) % N if ints is None else np.full(int(np.prod(shape)), ints)
+            return wp.array(values.reshape(shape), dtype=dtype)
+        if is_struct(t):
+            instance = t()
+            for field, var in t.vars.items():
+                setattr(instance, field, value(var.type, mode, where + (field,), float_arrays, ints))
+            return instance
+        if t in (int, wp.int32, wp.int64, wp.uint32):
+            return N
+        if t in (bool, wp.bool):
+            return True
+        if hasattr(t, "_shape_"):
+            return t(*floats((1,), t, mode)[0].ravel().tolist())
+        return float(floats((1,), wp.float32, mode)[0])
+
+    def slot(arrays, where):
+        found = arrays[where[0]]
+        for field in where[1:]:
+            found = getattr(found, field)
+        return found
+
+    def label(where):
+        return ".".join([labels[where[0]], *where[1:]])
+
+    def make(mode, ints=None):
         args, float_arrays = [], []
-        for pname, t in arg_types(kernel):
-            if wp.types.is_array(t):
-                dtype = t.dtype
-                shape = (N,) * t.ndim
-                if scalar_of(dtype) in (wp.float16, wp.float32, wp.float64):
-                    values = floats(shape, dtype, mode)
-                    args.append(wp.array(values.astype(np.float64), dtype=dtype, shape=shape, requires_grad=True))
-                    float_arrays.append(pname)
-                else:
-                    args.append(wp.array((np.arange(int(np.prod(shape))) % N).reshape(shape), dtype=dtype))
-            elif t in (int, wp.int32, wp.int64, wp.uint32):
-                args.append(N)
-            elif t in (bool, wp.bool):
-                args.append(True)
-            elif hasattr(t, "_shape_"):
-                args.append(t(*floats((1,), t, mode)[0].ravel().tolist()))
-            else:
-                args.append(float(floats((1,), wp.float32, mode)[0]))
+        for position, (pname, t) in enumerate(arg_types(kernel)):
+            args.append(value(t, mode, (position,), float_arrays, ints))
+        vectors = [slot(args, w) for w in float_arrays if hasattr(slot(args, w).dtype, "_shape_")]
         if singular == "sqrt-zero":
             # Coincident points: every vector array equal to the first of its type, and each one's
             # elements all equal (a collapsed element); a vector a @wp.func takes, or one passed by
             # value, is the zero vector (a point on the axis).
-            vectors = [a for a in args if isinstance(a, wp.array) and hasattr(a.dtype, "_shape_")]
             for a in vectors[1:]:
                 if a.dtype == vectors[0].dtype and a.shape == vectors[0].shape:
                     a.assign(vectors[0].numpy())
@@ -156,20 +268,26 @@ CHECK = textwrap.dedent('''
                 if not isinstance(a, wp.array) and hasattr(type(a), "_shape_"):
                     args[position] = type(a)(*([0.0] * int(np.prod(type(a)._shape_))))
         if singular == "unselected-nonfinite":
-            for a in args:
-                if isinstance(a, wp.array) and a.dtype in (wp.float32, wp.float64):
+            for w in float_arrays:
+                a = slot(args, w)
+                if a.dtype in (wp.float32, wp.float64):
                     a.assign(a.numpy() * 100.0)
         return args, float_arrays
 
+    def fresh_copy(a):
+        if isinstance(a, wp.array):
+            return wp.array(a.numpy(), dtype=a.dtype, shape=a.shape, requires_grad=a.requires_grad)
+        if hasattr(a, "_cls") and is_struct(a._cls):
+            copy = a._cls()
+            for field in a._cls.vars:
+                setattr(copy, field, fresh_copy(getattr(a, field)))
+            return copy
+        return a
+
     def run(args, overrides=None):
-        fresh = []
-        for a in args:
-            if isinstance(a, wp.array):
-                fresh.append(wp.array(a.numpy(), dtype=a.dtype, shape=a.shape, requires_grad=a.requires_grad))
-            else:
-                fresh.append(a)
-        for index, values in (overrides or {}).items():
-            fresh[index].assign(values)
+        fresh = [fresh_copy(a) for a in args]
+        for where, values in (overrides or {}).items():
+            slot(fresh, where).assign(values)
         return fresh
 
     dim = N if kind == "func" or "tid" in inspect.getsource(target.func) else 1
@@ -179,28 +297,41 @@ CHECK = textwrap.dedent('''
         wp.launch(kernel, dim=dim, inputs=args)
         wp.synchronize()
 
-    for mode in ("normal", "unit", "positive"):
-        args, float_arrays = make(mode)
-        probe = run(args)
-        launch(probe)
-        outputs = [i for i, (a, b) in enumerate(zip(args, probe)) if isinstance(a, wp.array)
-                   and labels[i] in float_arrays and not np.array_equal(a.numpy(), b.numpy())]
-        finite = all(np.all(np.isfinite(b.numpy())) for b in probe if isinstance(b, wp.array)
-                     and scalar_of(b.dtype) in (wp.float32, wp.float64))
-        if finite and outputs:
+    def reached(args):
+        hits = wp.zeros(1, dtype=wp.int32)
+        by_label = dict(zip(labels, run(args)))
+        wp.launch(counted, dim=dim, inputs=[hits if a.label == "_judge_hits" else by_label[a.label]
+                                             for a in counted.adj.args])
+        wp.synchronize()
+        return int(hits.numpy()[0])
+
+    ran = None
+    for ints in [None, *range(8)] if counted is not None else [None]:
+        for mode in ("normal", "unit", "positive"):
+            args, float_arrays = make(mode, ints)
+            probe = run(args)
+            launch(probe)
+            outputs = [w for w in float_arrays if not np.array_equal(slot(args, w).numpy(), slot(probe, w).numpy())]
+            finite = all(np.all(np.isfinite(slot(probe, w).numpy())) for w in float_arrays)
+            ran = reached(args) if counted is not None else None
+            if finite and outputs and ran != 0:
+                break
+        if finite and outputs and ran != 0:
             break
     if not outputs:
         print(json.dumps({"outcome": "no-output", "mode": mode})); sys.exit(0)
-    inputs = [i for i, pname in enumerate(labels) if pname in float_arrays]
+    if ran == 0:
+        print(json.dumps({"outcome": "not-reached", "mode": mode})); sys.exit(0)
+    inputs = list(float_arrays)
 
-    def values(arrays, index):
-        return arrays[index].numpy().astype(np.float64).ravel()
+    def values(arrays, where):
+        return slot(arrays, where).numpy().astype(np.float64).ravel()
 
     # FD: one column per input scalar, at two steps (a disagreement counts where they agree).
     fd = {}
     for inp in inputs:
         base = values(args, inp)
-        shape = args[inp].numpy().shape
+        shape = slot(args, inp).numpy().shape
         for j in range(base.size):
             columns = []
             for h in (1e-2 * max(1.0, abs(base[j])), 1e-3 * max(1.0, abs(base[j]))):
@@ -224,10 +355,11 @@ CHECK = textwrap.dedent('''
                 launch(copy)
             seed = np.zeros(out_size)
             seed[k] = 1.0
-            tape.backward(grads={copy[out]: wp.array(seed.reshape(copy[out].numpy().shape), dtype=copy[out].dtype,
-                                                     shape=copy[out].shape)})
+            target_array = slot(copy, out)
+            tape.backward(grads={target_array: wp.array(seed.reshape(target_array.numpy().shape),
+                                                         dtype=target_array.dtype, shape=target_array.shape)})
             for inp in inputs:
-                ad = copy[inp].grad.numpy().astype(np.float64).ravel()
+                ad = slot(copy, inp).grad.numpy().astype(np.float64).ravel()
                 for j in range(ad.size):
                     coarse, fine = (column[out][k] for column in fd[(inp, j)])
                     nonzero = nonzero or abs(coarse) > 1e-3 or abs(ad[j]) > 1e-3
@@ -239,9 +371,10 @@ CHECK = textwrap.dedent('''
                         converged_disagree = True
                         error = abs(ad[j] - coarse) if np.isfinite(ad[j]) else float("inf")
                         if error >= worst["abs"]:
-                            worst = {"abs": error, "where": f"d {labels[out]}[{k}] / d {labels[inp]}[{j}]",
+                            worst = {"abs": error, "where": f"d {label(out)}[{k}] / d {label(inp)}[{j}]",
                                      "ad": float(ad[j]), "fd": float(coarse)}
-    print(json.dumps({"outcome": "checked", "mode": mode, "disagree": bool(converged_disagree),
+    print(json.dumps({"outcome": "checked", "mode": mode, "integers": "i % N" if ints is None else f"all {ints}",
+                      "flagged_statement_ran": ran, "disagree": bool(converged_disagree),
                       "unconverged_disagreement": bool(disagree and not converged_disagree), "nonzero": bool(nonzero),
                       "worst": worst, "dim": dim}, default=str))
 ''')
@@ -275,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
             singular = {"WL110": "sqrt-zero", "WL109": "unselected-nonfinite"}.get(finding["code"])
         request = {"module": dotted(path), "kernel": finding["kernel"], "line": finding["line"],
                    "kind": finding.get("function_kind") or "kernel", "seed": number, "cache": cache,
+                   "types": evidence.get("instantiated_as") or {},
                    "singular": singular if confirmation["status"] == "confirmed" else None}
         try:
             run = subprocess.run([str(python), "-c", CHECK, json.dumps(request)], capture_output=True, text=True,

@@ -171,6 +171,21 @@ def test_process_hazards_end_inconclusive_within_the_time_limit(kernel_cache_dir
     assert elapsed < 2 * timeout + 60
 
 
+def test_a_kernel_that_hangs_costs_one_time_limit_not_one_per_finding(kernel_cache_dir):
+    path = FIXTURES / "process_hazards.py"
+    findings = [make_finding(path, "loop_forever", "WL102", reads=["a"], writes=["a"]),
+                make_finding(path, "loop_forever", "WL104", reads=["a"], writes=["a"], marker="loop_forever_body")]
+    timeout = 5.0
+    started = time.perf_counter()
+    confirm_findings(findings, device="cpu", timeout=timeout, cache_dir=kernel_cache_dir)
+    elapsed = time.perf_counter() - started
+    hang, sibling = (f.confirmation for f in findings)
+    assert hang.evidence["reason_code"] == Reason.TIMEOUT
+    assert sibling.evidence["reason_code"] == Reason.TIMEOUT
+    assert sibling.reason.startswith("timeout: not run: an experiment on the same kernel")
+    assert elapsed < timeout + 60
+
+
 def test_module_that_exits_at_import_is_inconclusive(kernel_cache_dir):
     finding = make_finding(FIXTURES / "exits_at_import.py", "square_in_place", "WL102", reads=["a"], writes=["a"])
     confirm_findings([finding], device="cpu", timeout=60, cache_dir=kernel_cache_dir)

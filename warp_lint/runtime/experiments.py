@@ -171,6 +171,7 @@ class FileSession:
         self._pieces: dict[str, generated.Piece | None] = {}
         self._target_numbers: dict[int, int] = {}
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
+        self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
 
     # -- preparing and building ----------------------------------------------------------------
     def _prepare_all(self) -> None:
@@ -485,6 +486,10 @@ class FileSession:
                 if "cover" in prepared.kernels:  # bounds-checked: an index out of range aborts here
                     self._run_instrumented(prepared, plan, Draw(fill, args, launch, [], [], []))
                 launch.forward()
+                # The backward pass too: an adjoint that replays a loop the draw never ends hangs there.
+                floats = [name for name, slot in launch.slots.items() if slot.precision is not None]
+                if floats:
+                    launch.backward({name: np.ones(launch.slots[name].size) for name in floats}, floats)
 
             crashed = survives_in_fork(forward_and_count, PROBE_SECONDS)
             if crashed is not None:
@@ -584,6 +589,9 @@ class FileSession:
 
     # -- the experiment --------------------------------------------------------------------------
     def _experiment(self, prepared: Prepared) -> dict[str, Any]:
+        if prepared.key in self._hung:  # its draws would wait out the probe's time limit again
+            return _inconclusive(Reason.TIMEOUT, f"not run: the kernel or its backward pass hung in the probe of "
+                                 f"{self._hung[prepared.key]} on the same {prepared.target.kind}")
         kernel = prepared.kernels["orig"]
         params = [(a.label, a.type) for a in kernel.adj.args]
         try:
@@ -597,8 +605,10 @@ class FileSession:
         if "cover" not in prepared.kernels:
             evidence["coverage_error"] = prepared.build_errors.get("cover", "the instrumented copy did not build")
         if chosen is not None and chosen.crashed and _hung(chosen.crashed):
-            return _inconclusive(Reason.TIMEOUT, f"the kernel hung in its probe at a synthesized input "
-                                 f"({chosen.crashed}): a loop the synthesized values never end", **evidence)
+            self._hung[prepared.key] = f"{prepared.finding.get('code')} at line {prepared.finding['flagged_lines'][0]}"
+            return _inconclusive(Reason.TIMEOUT, f"the kernel or its backward pass hung in its probe at a "
+                                 f"synthesized input ({chosen.crashed}): a loop the synthesized values never end",
+                                 **evidence)
         if chosen is not None and chosen.crashed:
             return _inconclusive(Reason.CRASH, f"every synthesized input crashed the kernel in its probe "
                                  f"({chosen.crashed}): out-of-range indices or made-up handles the synthesis cannot "

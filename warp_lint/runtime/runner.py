@@ -278,20 +278,26 @@ class _FileRun:
             self._settle(crashed, Status.INCONCLUSIVE, Reason.CRASH,
                          f"the child {how} while running this experiment (segfault, abort or os._exit)",
                          output_tail=output_tail(), returncode=returncode)
-            # The same kernel on the same synthesized inputs would crash again: each retry costs a
-            # fresh child (an import and a load), so its other findings are settled with it.
-            for planned in by_id.values():
-                if planned.id not in self.verdicts and planned.request["kernel"] == crashed.request["kernel"] \
-                        and planned.request["function_kind"] == crashed.request["function_kind"]:
-                    self._settle(planned, Status.INCONCLUSIVE, Reason.CRASH,
-                                 f"not run: an experiment on the same {crashed.request['function_kind']} "
-                                 f"({crashed.finding.code} at line {crashed.finding.start.line}) {how}",
-                                 returncode=returncode)
+            self._settle_siblings(crashed, by_id, Reason.CRASH, how, returncode=returncode)
+
+    def _settle_siblings(self, failed: _Planned, by_id: dict[str, _Planned], reason: str, how: str,
+                         **evidence: Any) -> None:
+        """The same kernel on the same synthesized inputs would crash or hang again: each retry
+        costs a fresh child (an import and a load) and, for a hang, the whole time limit, so the
+        kernel's other pending findings are settled with it."""
+        for planned in by_id.values():
+            if planned.id not in self.verdicts and planned.request["kernel"] == failed.request["kernel"] \
+                    and planned.request["function_kind"] == failed.request["function_kind"]:
+                self._settle(planned, Status.INCONCLUSIVE, reason,
+                             f"not run: an experiment on the same {failed.request['function_kind']} "
+                             f"({failed.finding.code} at line {failed.finding.start.line}) {how}", **evidence)
 
     def _fail_current(self, current: str | None, by_id: dict[str, _Planned], imported: bool, reason: str,
                       detail: str, tail: str) -> None:
         if current is not None:
             self._settle(by_id[current], Status.INCONCLUSIVE, reason, detail, output_tail=tail)
+            if reason == Reason.TIMEOUT:
+                self._settle_siblings(by_id[current], by_id, reason, f"ran past the time limit ({self.timeout:g} s)")
         elif not imported:
             for planned in by_id.values():
                 if planned.id not in self.verdicts:
