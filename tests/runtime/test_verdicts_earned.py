@@ -52,6 +52,7 @@ CASES = {
     "horner_while": (EARNED, "horner_while", "WL104", ["x"], ["out"], {}),
     "horner_until": (EARNED, "horner_until", "WL104", ["x"], ["out"], {}),
     "factory_with_settings": (PACKAGE, "shader", "WL103", [], [], {"function_kind": "func"}),
+    "component_after_loop": (EARNED, "component_after_loop", "WL103", ["x"], ["out"], {}),
 }
 
 
@@ -289,3 +290,11 @@ def test_while_loops_and_loops_with_break_have_a_static_form(verdicts, marker):
 def test_a_func_a_factory_makes_at_run_time_is_made_with_the_arguments_its_signature_offers(verdicts):
     confirmation = verdicts["factory_with_settings"]
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_an_unflagged_dynamic_loop_is_set_aside_to_isolate_the_finding(verdicts):
+    confirmation = verdicts["component_after_loop"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert confirmation.evidence["counterfactual"]["passed"] is False  # alone, the loop's disagreement stays
+    assert confirmation.evidence["isolation"]["dynamic_loops_static"] is True
+    assert "the kernel's dynamic loops made static" in confirmation.reason

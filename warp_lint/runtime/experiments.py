@@ -783,7 +783,27 @@ class FileSession:
         disagreement that stays with every flagged statement rewritten comes from elsewhere."""
         stays = (f"{detail}; the disagreement stays when the flagged statement alone is rewritten into its safe "
                  f"form ({prepared.safe.description})")
-        pieces = self._ensure_isolation(prepared)
+        verdict = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence, stays,
+                                     loops=False)
+        if verdict["status"] == Status.INCONCLUSIVE:
+            # The kernel may also replay dynamic loops (flagged or not): set them aside as well.
+            with_loops = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail,
+                                            dict(evidence), stays, loops=True)
+            if with_loops["status"] != Status.INCONCLUSIVE:
+                return with_loops
+            if "isolation" in with_loops["evidence"]:
+                verdict["evidence"]["isolation_with_static_loops"] = with_loops["evidence"]["isolation"]
+        return verdict
+
+    def _isolate_with(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
+                      nondet_tol: float, detail: str, evidence: dict[str, Any], stays: str,
+                      loops: bool) -> dict[str, Any]:
+        others = any(p.key == prepared.key and p.finding.get("safe_form") and p.relative != prepared.relative
+                     for p in (self.prepared or {}).values())
+        aside = " and ".join(part for part, on in (("the kernel's other flagged statements in their safe forms", others),
+                                                   ("its dynamic loops made static" if others else
+                                                    "the kernel's dynamic loops made static", loops)) if on)
+        pieces = self._ensure_isolation(prepared, loops)
         if pieces is None:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and no other flagged statement of the "
                                  "kernel has a safe form to set aside: it comes from elsewhere (an unflagged hazard, "
@@ -794,12 +814,13 @@ class FileSession:
                                  **evidence)
         all_safe = self._counterfactual(all_form, prepared, plan, draw, all_kernel, nondet_tol)
         others_safe = self._counterfactual(others_form, prepared, plan, draw, others_kernel, nondet_tol)
-        evidence["isolation"] = {"all_flagged_safe": all_safe, "others_safe": others_safe}
+        evidence["isolation"] = {"all_flagged_safe": all_safe, "others_safe": others_safe,
+                                 "dynamic_loops_static": loops}
         usable = all(r["finite"] and (form.preserves_forward is False or r["same_forward"])
                      for r, form in ((all_safe, all_form), (others_safe, others_form)))
         if not usable:
-            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with the kernel's other flagged "
-                                 "statements rewritten the forward changes or is not finite", **evidence)
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with {aside} the forward changes or is "
+                                 "not finite", **evidence)
 
         def status(record: dict, form: rewrite.SafeForm, pair: PairResult) -> str | None:
             found = {(p["input"], p["output"]): p["status"] for p in record["pairs"]}
@@ -810,27 +831,33 @@ class FileSession:
         if mine:
             evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
             return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
-                    "detail": f"{detail}; with the kernel's other flagged statements in their safe forms the "
-                              f"disagreement is there while this statement is as written and gone once it is "
-                              f"rewritten too ({prepared.safe.description})", "evidence": evidence}
+                    "detail": f"{detail}; with {aside} the disagreement is there while this statement is as written "
+                              f"and gone once it is rewritten too ({prepared.safe.description})", "evidence": evidence}
         if others_safe.get("passed"):
-            # This statement as written, everything else flagged set aside: AD matches FD.
+            # This statement as written, everything else set aside: AD matches FD.
             return self._judge_agreement(prepared, plan, draws, evidence, context=(
-                "with the kernel's other flagged statements in their safe forms (the disagreement of the kernel as "
-                "written is theirs)"))
+                f"with {aside} (the disagreement of the kernel as written is theirs)"))
         return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
-                             "the kernel rewritten: it comes from elsewhere (an unflagged hazard, a non-differentiable "
-                             "algorithm, a race)", **evidence)
+                             "the kernel rewritten" + (" and its dynamic loops made static" if loops else "") +
+                             ": it comes from elsewhere (an unflagged hazard, a non-differentiable algorithm, a race)",
+                             **evidence)
 
-    def _ensure_isolation(self, prepared: Prepared) -> tuple | None:
+    def _ensure_isolation(self, prepared: Prepared, loops: bool = False) -> tuple | None:
         """(form, kernel) with every flagged statement of the kernel rewritten, and with all but
-        this finding's; built once per kernel for all its findings. None when there is no other."""
+        this finding's (``loops``: and every dynamic loop made static in both); built once per
+        kernel for all its findings. None when there is nothing else to set aside."""
         siblings = [p for p in (self.prepared or {}).values() if p.key == prepared.key and p.finding.get("safe_form")]
         specs = sorted({(p.finding["safe_form"], p.relative) for p in siblings}, key=lambda s: (s[1], s[0]))
         others = [s for s in specs if s[1] != prepared.relative]
-        if not others:
+        if loops:
+            if not rewrite.has_dynamic_loops(prepared.target.source, prepared.target.namespace(),
+                                             int(locate.module_options(prepared.target).get("max_unroll") or 16)):
+                return None
+            specs, others = specs + [(rewrite.STATIC_ALL_LOOPS, 0)], others + [(rewrite.STATIC_ALL_LOOPS, 0)]
+        elif not others:
             return None
-        names = {"all": f"_wl_isoall_{prepared.key}", "mine": f"_wl_iso_{prepared.key}_l{prepared.relative}"}
+        tag = "L" if loops else ""
+        names = {"all": f"_wl_isoall{tag}_{prepared.key}", "mine": f"_wl_iso{tag}_{prepared.key}_l{prepared.relative}"}
         if names["mine"] not in self._isolation:
             pieces = []
             for role, chosen in (("all", specs), ("mine", others)):

@@ -342,10 +342,13 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
         try:
             if rewriter is None:
                 raise NoSafeForm(f"no safe form named {spec[0]!r}")
-            if statement is None:
+            if spec[0] in WHOLE_FUNCTION_FORMS:
+                result = rewriter(definition, [], 0, context)
+            elif statement is None:
                 raise RewriteError(f"no statement on line {spec[1]} of {definition.name}")
-            block = _block_of(definition, statement)  # raises when an earlier rewrite replaced it
-            result = rewriter(definition, block, block.index(statement), context)
+            else:
+                block = _block_of(definition, statement)  # raises when an earlier rewrite replaced it
+                result = rewriter(definition, block, block.index(statement), context)
         except RewriteError as error:
             skipped.append((spec, error))
             continue
@@ -644,6 +647,19 @@ def _static_enclosing_loops(definition: ast.FunctionDef, block: list[ast.stmt], 
                        context)
 
 
+def has_dynamic_loops(source: str, constants: dict[str, object] | None = None, max_unroll: int = 16) -> bool:
+    """Whether Warp generates a dynamic loop anywhere in the function."""
+    context = Context([], constants or {}, max_unroll)
+    return any(isinstance(n, (ast.For, ast.While)) and _dynamic(n, context) for n in ast.walk(parse_function(source)))
+
+
+def _static_all_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """Every dynamic loop of the function made static (the isolation of a hazard whose kernel
+    also replays dynamic loops, flagged or not): given last, after the statements' own forms."""
+    loops = [n for n in ast.walk(definition) if isinstance(n, (ast.For, ast.While)) and _dynamic(n, context)]
+    return _unroll_all(definition, loops, "in the function", context)
+
+
 def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL107: the dynamic loops before the flagged use that update what it reads (directly or
     through locals computed from them) become static loops."""
@@ -734,6 +750,10 @@ def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int
     return SafeForm("", f"{count} square root(s) guarded at zero", {}, {}, preserves_forward=True)
 
 
+# Forms of the whole function rather than of a statement (their line is ignored).
+STATIC_ALL_LOOPS = "static-all-loops"
+WHOLE_FUNCTION_FORMS = {STATIC_ALL_LOOPS}
+
 SAFE_FORMS = {
     "redirect-write": _redirect_write,
     "rebuild-component": _rebuild_component,
@@ -741,6 +761,7 @@ SAFE_FORMS = {
     "static-feeding-loops": _static_feeding_loops,
     "select-branch": _select_branch,
     "guarded-sqrt": _guarded_sqrt,
+    STATIC_ALL_LOOPS: _static_all_loops,
 }
 
 # Warp helpers the rewrites call, defined once in every generated module (after `import warp as
