@@ -291,6 +291,9 @@ CHECK = textwrap.dedent('''
         return fresh
 
     dim = N if kind == "func" or "tid" in inspect.getsource(target.func) else 1
+    func_types = [t for _, t in arg_types(target)] if kind == "func" else []
+    if any(wp.types.is_array(t) for t in func_types) and not any(t in (int, wp.int32) for t in func_types):
+        dim = 1  # every thread would get the same arrays and no index: a user calls it once per array
     labels = [a.label for a in kernel.adj.args]
 
     def launch(args):

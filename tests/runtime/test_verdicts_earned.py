@@ -53,6 +53,7 @@ CASES = {
     "horner_until": (EARNED, "horner_until", "WL104", ["x"], ["out"], {}),
     "factory_with_settings": (PACKAGE, "shader", "WL103", [], [], {"function_kind": "func"}),
     "component_after_loop": (EARNED, "component_after_loop", "WL103", ["x"], ["out"], {}),
+    "func_writes_its_array": (EARNED, "squash_repeats", "WL102", ["values"], ["values"], {"function_kind": "func"}),
 }
 
 
@@ -298,3 +299,11 @@ def test_an_unflagged_dynamic_loop_is_set_aside_to_isolate_the_finding(verdicts)
     assert confirmation.evidence["counterfactual"]["passed"] is False  # alone, the loop's disagreement stays
     assert confirmation.evidence["isolation"]["dynamic_loops_static"] is True
     assert "the kernel's dynamic loops made static" in confirmation.reason
+
+
+def test_a_func_writing_the_array_it_is_given_runs_one_thread(verdicts):
+    confirmation = verdicts["func_writes_its_array"]
+    assert confirmation.evidence["launch_dim"] == [1]
+    assert any(note.startswith("one thread: the function writes an array it is given (values)")
+               for note in confirmation.evidence["domain"])
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason

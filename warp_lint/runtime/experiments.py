@@ -228,6 +228,10 @@ class FileSession:
             return prepared
         if kind == "func":
             facts.tid_arity = 1  # the wrapper kernel runs one thread per element
+            if finding.get("writes") and not finding.get("index_params"):
+                # Array arguments pass through the wrapper: every thread would work on the same one.
+                facts.same_work = (f"the function writes an array it is given ({', '.join(finding['writes'])}) and "
+                                   "no thread index picks the elements: every thread would work on the same ones")
         scalar = {"float32": wp.float32, "float64": wp.float64}[precision]
         params = locate.parameters(target)
         declared = [dict(zip((a.label for a in o.adj.args), (a.type for a in o.adj.args)))

@@ -301,8 +301,8 @@ def nested_targets(module: Any, path: str, line: int, name: str | None, director
     a factory called at run time): made here from its source, over the module's globals and what
     the enclosing functions define before it (assignments, ``@wp.func``, ``@wp.struct`` and native
     helpers), each run on its own. The enclosing functions' parameters are bound where their
-    signature offers a value (a default, or an annotated class that builds without arguments,
-    like a configuration dataclass); a statement that needs another one (``device``, a parametrised
+    signature offers a value (a default, None for an optional one, or an annotated class that
+    builds without arguments, like a configuration dataclass); a statement that needs another one (``device``, a parametrised
     ``dtype``) is left out, and if the definition needs it too, nothing is made."""
     if module is None or not name:
         return []
@@ -379,8 +379,9 @@ def attribute_path(node: ast.AST) -> str | None:
 
 def _offered_arguments(function: ast.FunctionDef, namespace: dict[str, Any],
                        annotations: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Values for a function's parameters from its signature alone: defaults, and instances of
-    annotated classes that build without arguments (``annotations``: names to read them with)."""
+    """Values for a function's parameters from its signature alone: defaults, None where the
+    annotation admits it, and instances of annotated classes that build without arguments
+    (``annotations``: names to read them with)."""
     arguments = function.args
     positional = arguments.posonlyargs + arguments.args
     defaults = dict(zip([a.arg for a in positional[len(positional) - len(arguments.defaults):]], arguments.defaults))
@@ -394,7 +395,9 @@ def _offered_arguments(function: ast.FunctionDef, namespace: dict[str, Any],
             elif parameter.annotation is not None:
                 annotation = eval(compile(ast.Expression(parameter.annotation), "<annotation>", "eval"),  # noqa: S307
                                   {**(annotations or {}), **namespace})
-                if isinstance(annotation, type) and annotation.__module__ not in ("builtins", "typing"):
+                if type(None) in typing.get_args(annotation):
+                    offered[parameter.arg] = None  # `flags: str | None`: None is a value it takes
+                elif isinstance(annotation, type) and annotation.__module__ not in ("builtins", "typing"):
                     offered[parameter.arg] = annotation()
         except Exception:  # noqa: BLE001 - no value offered: statements that need it are left out
             continue

@@ -56,6 +56,9 @@ class UnsupportedKernel(Exception):
 @dataclasses.dataclass
 class KernelFacts:
     tid_arity: int = 0  # 0: the kernel never calls wp.tid()
+    # Why every thread would do the same work (the launch then runs one): a kernel that never
+    # calls wp.tid(), or a @wp.func writing an array it is given that no thread index picks into.
+    same_work: str | None = None
     divisors: set[str] = dataclasses.field(default_factory=set)  # params (or arrays) whose values divide
     index_uses: dict[str, list[tuple[str, int, bool]]] = dataclasses.field(default_factory=dict)
     monotone: set[str] = dataclasses.field(default_factory=set)  # arrays read at `i + 1`
@@ -541,6 +544,7 @@ class LaunchPlan:
 
     dim: tuple[int, ...]
     arguments: list[ArgumentSpec]
+    same_work: str | None = None
     # Length of every array's first dimension. Integers stay below their bounds whatever it is: a
     # longer array only leaves room for what the kernel adds to them (`x[s * 8 + k]`, `x[j + 5]`).
     length: int = LONG_EXTENT
@@ -569,7 +573,7 @@ class LaunchPlan:
         """The constraints the synthesized integers respect, for the evidence."""
         notes = []
         if self.dim == (1,):
-            notes.append("one thread: the kernel never calls wp.tid()")
+            notes.append(f"one thread: {self.same_work or 'the kernel never calls wp.tid()'}")
         for spec in walk_specs(self.arguments):
             traits = [t for t, on in (("non-zero", spec.nonzero), ("distinct indices", spec.distinct),
                                       ("non-decreasing", spec.monotone),
@@ -628,8 +632,8 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
                 and first.ndim == second.ndim and not (first.chain or second.chain)
                 and first.at_most is None and second.at_least is None):
             first.at_most, second.at_least = end, start
-    arity = facts.tid_arity
-    return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments)
+    arity = 0 if facts.same_work else facts.tid_arity
+    return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments, same_work=facts.same_work)
 
 
 def check_argument(name: str, t: Any, handles: Mapping[str, str] | None = None) -> None:
