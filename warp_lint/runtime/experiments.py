@@ -238,7 +238,7 @@ class FileSession:
                     for _, o in sorted(getattr(target.obj, "overloads", {}).items())] if kind == "kernel" else []
         try:
             prepared.overload = concrete_types(params, facts, scalar, declared, locate.registered_structs(),
-                                               target.namespace())
+                                               target.namespace(), function=kind == "func")
         except UnsupportedKernel as error:
             prepared.early = _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
             return prepared

@@ -318,14 +318,20 @@ def nested_targets(module: Any, path: str, line: int, name: str | None, director
     namespace = dict(vars(module))
     os.makedirs(directory, exist_ok=True)
     annotations = _type_checking_names(tree, namespace)
+    missing: set[str] = set()
     for outer, inner in zip(chain, chain[1:]):
-        namespace.update(_offered_arguments(outer, namespace, annotations))
+        offered = _offered_arguments(outer, namespace, annotations)
+        namespace.update(offered)
+        arguments = outer.args
+        missing |= {a.arg for a in arguments.posonlyargs + arguments.args + arguments.kwonlyargs} - set(offered)
         for statement in _flat_body(outer.body):
             if statement is inner:
                 break
             if isinstance(statement, _PRELUDE_STATEMENTS):
                 _run_statement(statement, lines, namespace, directory)
     definition = chain[-1]
+    if missing & {n.id for n in ast.walk(definition) if isinstance(n, ast.Name)}:
+        return []  # it reads an argument no value stands for (a function the factory is given, say)
     if not _run_statement(definition, lines, namespace, directory):
         return []
     made = namespace.get(name)

@@ -63,6 +63,9 @@ class KernelFacts:
     index_uses: dict[str, list[tuple[str, int, bool]]] = dataclasses.field(default_factory=dict)
     monotone: set[str] = dataclasses.field(default_factory=set)  # arrays read at `i + 1`
     subscripted: dict[str, int] = dataclasses.field(default_factory=dict)  # param -> most indices seen
+    # param -> the largest literal index, for params only ever indexed by literals (`pos[2]`): in a
+    # @wp.func those are vectors, not arrays
+    literal_indices: dict[str, int | None] = dataclasses.field(default_factory=dict)
     vector_like: set[str] = dataclasses.field(default_factory=set)  # params used as vectors
     struct_like: set[str] = dataclasses.field(default_factory=set)  # params whose named fields are read
     fields_read: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # param -> those fields
@@ -218,6 +221,11 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             array = node.value.id
             indices = _indices(node)
             facts.subscripted[array] = max(facts.subscripted.get(array, 0), len(indices))
+            literal = [i.value for i in indices if isinstance(i, ast.Constant) and isinstance(i.value, int)]
+            if len(literal) == len(indices) == 1 and facts.literal_indices.get(array, 0) is not None:
+                facts.literal_indices[array] = max(facts.literal_indices.get(array, 0), literal[0])
+            else:
+                facts.literal_indices[array] = None
             for position, index in enumerate(indices):
                 direct = isinstance(index, (ast.Name, ast.Subscript))
                 for source in sources(index) - {array}:
@@ -321,14 +329,15 @@ def _vector_of(scalar: Any) -> Any:
 
 def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar: Any,
                    declared: Sequence[dict[str, Any]] = (), structs: Sequence[Any] = (),
-                   namespace: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+                   namespace: Mapping[str, Any] | None = None, function: bool = False) -> dict[str, Any] | None:
     """Concrete types for the generic parameters, one float precision for all of them; None when
     nothing is generic. ``declared`` are the instantiations the user's code made (``wp.overload``):
     the first of precision ``scalar`` is used as it is, else types are read from how the code
     uses each parameter: the type a ``@wp.func`` it is passed to declares for it (followed through
     generic helpers, resolved in ``namespace``); a parameter whose fields are read (here or in
     those helpers): the one struct among ``structs`` (the program's ``@wp.struct`` types) with
-    every field read; indexed: an array; ``.x`` or ``wp.length``: a vector; else a scalar."""
+    every field read; in a ``@wp.func`` (``function``), one indexed only by literals: a vector of
+    that length; indexed: an array; ``.x`` or ``wp.length``: a vector; else a scalar."""
     generic = [name for name, t in params if _is_generic(t)]
     if not generic:
         return None
@@ -364,6 +373,8 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
         array = array_type(t)
         if array is not None:
             chosen[name] = wp.array(dtype=element, ndim=array.ndim)
+        elif function and facts.literal_indices.get(name) in (0, 1, 2, 3):
+            chosen[name] = wp.types.vector(length=max(2, facts.literal_indices[name] + 1), dtype=scalar)
         elif name in facts.subscripted:
             chosen[name] = wp.array(dtype=element, ndim=facts.subscripted[name])
         else:
