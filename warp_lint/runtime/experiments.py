@@ -67,9 +67,9 @@ from warp_lint.runtime.verdicts import Reason, Status
 
 RUNS_PER_FILL = 3  # random draws that must all agree before a finding is cleared
 RESAMPLES = 3  # draws per fill before moving on to the next fill
-# Targeted draws (integers at the constants branches compare them with) after every fill has
-# been tried and the flagged statement never ran: cheap launches of compiled kernels.
-EXPLORATION_DRAWS = 24
+# Draws after every fill has been tried and the flagged statement never ran: mutations of the
+# draw that got furthest toward it, or fresh targeted ones; cheap launches of compiled kernels.
+EXPLORATION_DRAWS = 48
 # Relative difference two identical forward (or backward) passes may show: float atomics on a GPU
 # sum in no fixed order; races differ by whole values.
 NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
@@ -145,6 +145,11 @@ class Draw:
     @property
     def singular(self) -> int:
         return 0 if self.hits is None else self.hits[rewrite.HITS_SINGULAR]
+
+    @property
+    def progress(self) -> int:
+        """How far toward the flagged statement execution got (the instrumented copy's markers)."""
+        return 0 if self.hits is None else self.hits[rewrite.HITS_PROGRESS]
 
 
 class FileSession:
@@ -479,10 +484,14 @@ class FileSession:
 
     # -- inputs --------------------------------------------------------------------------------
     def _make_draw(self, prepared: Prepared, plan: LaunchPlan, fill: Fill, rng: np.random.Generator,
-                   targeted: bool = False) -> Draw:
+                   targeted: bool = False, parent: Draw | None = None) -> Draw:
         finding = prepared.finding
         kernel = prepared.kernels["orig"]
         args = make_arguments(plan, fill, rng, self.device, targeted)
+        if parent is not None:
+            # A mutation of the draw that got furthest: one or two arguments drawn anew, the rest kept.
+            fresh = set(rng.choice(len(args), size=min(len(args), int(rng.integers(1, 3))), replace=False).tolist())
+            args = [value if k in fresh else kept for k, (value, kept) in enumerate(zip(args, parent.args))]
         launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device)
         seed = int(rng.integers(2**31))
         if self.device == "cpu":
@@ -551,18 +560,22 @@ class FileSession:
         and when no fill ran the statement, targeted draws of every fill in turn explore on."""
         explored: list[dict[str, Any]] = []
         best: Draw | None = None
+        seen: list[Draw] = []
         targetable = plan.targetable
 
-        def attempt(fill: Fill, targeted: bool) -> Draw:
+        def attempt(fill: Fill, targeted: bool, parent: Draw | None = None) -> Draw:
             nonlocal best
-            draw = self._make_draw(prepared, plan, fill, rng, targeted)
+            draw = self._make_draw(prepared, plan, fill, rng, targeted, parent)
             explored.append({"inputs": fill.describe(), "finite": draw.finite,
                              "hits": None if draw.hits is None else draw.hits[0],
                              **({"integers": "targeted"} if targeted else {}),
+                             **({"progress": draw.progress} if draw.hits is not None and not draw.ran else {}),
+                             **({"mutated": "from the draw that got furthest"} if parent is not None else {}),
                              **({"crashed": draw.crashed} if draw.crashed else {}),
                              **({"singular": draw.singular} if prepared.value_dependent else {})})
             if _better(draw, best, prepared.value_dependent):
                 best = draw
+            seen.append(draw)
             return draw
 
         def done(draw: Draw) -> bool:
@@ -580,11 +593,18 @@ class FileSession:
                     return best, explored  # every draw would wait as long: the kernel hangs
                 if draw.finite and not draw.ran and not targetable:
                     break  # another draw of the same distribution rarely takes another branch
-        if targetable and draw.hits is not None and (best is None or not best.ran):
+        if draw.hits is not None and (best is None or not best.ran):
+            # Exploration: mutations of the draw that got furthest toward the statement (the
+            # instrumented copy marks how far each one got), or fresh targeted draws.
+            furthest = max((d for d in seen if not d.crashed), key=lambda d: d.progress, default=None)
             for number in range(EXPLORATION_DRAWS):
-                draw = attempt(fills[number % len(fills)], True)
+                mutate = furthest is not None and rng.random() < 0.75
+                fill = furthest.fill if mutate and rng.random() < 0.5 else fills[number % len(fills)]
+                draw = attempt(fill, targetable, furthest if mutate else None)
                 if done(draw):
                     return draw, explored
+                if not draw.crashed and (furthest is None or draw.progress >= furthest.progress):
+                    furthest = draw
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
                 if draw.crashed and _hung(draw.crashed):

@@ -28,8 +28,11 @@ HITS_PARAM = "_wl_hits"  # int32[3 per slot]: statement ran, singular point reac
 PROBE_PARAM = "_wl_probe"  # float32[1 per slot], zero: the flagged value is scaled by (1 + probe)
 TAP_PARAM = "_wl_tap"  # float32[1 per slot]: the flagged value, summed over executions
 SHADOW_PARAM = "_wl_shadow"  # prefix of the array a redirected in-place write goes to (per array)
-HITS_RAN, HITS_SINGULAR, HITS_UNPROBED = 0, 1, 2
-HITS_PER_SLOT = 3
+HITS_RAN, HITS_SINGULAR, HITS_UNPROBED, HITS_PROGRESS = 0, 1, 2, 3
+HITS_PER_SLOT = 4
+# Progress toward a flagged statement: marker k * PROGRESS_STRIDE + j + 1 before the j-th
+# statement of the k-th block on its path (the largest reached is kept): how far execution got.
+PROGRESS_STRIDE = 1024
 
 # Unroll bound of the static-loop safe form: the synthesized inputs never make a loop run longer
 # (arrays hold at most 16 elements per dimension, counts are 4). A loop that would is caught by the
@@ -230,6 +233,7 @@ def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str
             located[known] = (statement, singular)
         slots[line] = known
     probed: dict[int, str | None] = {}
+    anchors: list[ast.stmt] = []
     for slot, (statement, singular) in enumerate(located):
         block = _block_of(definition, statement)
         index = next(i for i, s in enumerate(block) if s is statement)
@@ -246,6 +250,9 @@ def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str
             if rewritten is not None:
                 replacement, probed[slot] = rewritten
         block[index:index + 1] = inserted + replacement
+        anchors.append(inserted[0])
+    for slot, anchor in enumerate(anchors):
+        _mark_progress(definition, anchor, HITS_PER_SLOT * slot + HITS_PROGRESS)
     definition.name = new_name
     definition.decorator_list = [ast.parse(decorator, mode="eval").body]
     definition.args.args.append(_array_param(HITS_PARAM, "int32"))
@@ -253,6 +260,31 @@ def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str
         definition.args.args.append(_array_param(PROBE_PARAM, "float32"))
         definition.args.args.append(_array_param(TAP_PARAM, "float32"))
     return Instrumented(ast.unparse(ast.fix_missing_locations(definition)), slots, probed)
+
+
+def _path_to(block: list[ast.stmt], statement: ast.stmt) -> list[tuple[list[ast.stmt], int]] | None:
+    """The (block, position) pairs from ``block`` down to ``statement``."""
+    for position, candidate in enumerate(block):
+        if candidate is statement:
+            return [(block, position)]
+        for inner in _statement_lists(candidate):
+            found = _path_to(inner, statement)
+            if found is not None:
+                return [(block, position), *found]
+    return None
+
+
+def _mark_progress(definition: ast.FunctionDef, anchor: ast.stmt, counter: int) -> None:
+    """Markers of how far execution got toward ``anchor``: at the start of each block on its path
+    and before each statement there that may leave the path (a branch, a loop, a return)."""
+    path = _path_to(definition.body, anchor) or []
+    for depth, (block, position) in reversed(list(enumerate(path))):
+        steps = [j for j in range(position + 1)
+                 if j == 0 or isinstance(block[j], (ast.If, ast.For, ast.While, ast.Return, ast.Continue, ast.Break))]
+        for j in reversed(steps):
+            marker = ast.Expr(_call(_warp("atomic_max"), ast.Name(HITS_PARAM, ast.Load()), ast.Constant(counter),
+                                    ast.Constant(depth * PROGRESS_STRIDE + j + 1)))
+            block.insert(j, marker)
 
 
 def _block_of(definition: ast.FunctionDef, statement: ast.stmt) -> list[ast.stmt]:
@@ -809,7 +841,7 @@ _THROUGH_OTHERS = '''
 @_wl_wp.func
 def _wl_through(value: _wl_Any, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
                 hits: _wl_wp.array(dtype=_wl_wp.int32)):
-    _wl_wp.atomic_add(hits, k * 3 + 2, 1)
+    _wl_wp.atomic_add(hits, k * 4 + 2, 1)
     return value
 '''
 

@@ -618,14 +618,18 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
         if spec.kind not in ("int", "int-array"):
             continue
         uses = facts.index_uses.get(spec.name, [])
+        spec.monotone = spec.name in facts.monotone and spec.kind == "int-array"
         if uses:
             spec.is_index = True
             spec.distinct = spec.kind == "int-array"
             direct = all(d for _, _, d in uses)
-            extents = [LONG_EXTENT if ndims.get(array) == 1 and direct else LAUNCH_EXTENT for array, _, _ in uses]
+            # Indices into an array's first dimension may cover it (every array is as long there as
+            # a 1-D one) when they are used as they are, or are offsets (`start[i] + k`: a longer
+            # array is made for a draw that reaches past it); others stay below the launch extent.
+            extents = [LONG_EXTENT if position == 0 and ndims.get(array, 1) >= 1 and (direct or spec.monotone)
+                       else LAUNCH_EXTENT for array, position, _ in uses]
             spec.bound = min(extents)
         spec.nonzero = spec.name in facts.divisors
-        spec.monotone = spec.name in facts.monotone and spec.kind == "int-array"
         spec.chain = spec.name in facts.sentinels and spec.kind == "int-array" and not spec.monotone
         spec.distinct = spec.distinct and not (spec.monotone or spec.chain)  # those orders win
         if not (spec.distinct or spec.monotone or spec.chain):
