@@ -27,7 +27,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import typing
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -382,12 +382,19 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
     return chosen
 
 
-def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], depth: int) -> tuple[Any, set[str]]:
-    """What the ``@wp.func`` helpers ``name`` is passed to say of its type: (a concrete type one of
-    them declares for that parameter, or None; the fields generic helpers read on it)."""
-    fields: set[str] = set()
-    if depth > 3:
-        return None, fields
+@dataclasses.dataclass
+class _Callee:
+    """One overload of a ``@wp.func`` a parameter is passed to: the parameter it lands in, and
+    what the callee's own code does (None where its source cannot be read)."""
+
+    label: str
+    declared: Any
+    facts: KernelFacts | None
+    namespace: dict[str, Any]
+
+
+def _callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any]) -> Iterator[_Callee]:
+    """The overloads of the ``@wp.func`` helpers ``name`` is passed to, as it is."""
     for callee_path, position in facts.passed_to.get(name, ()):
         parts = callee_path.split(".")
         callee = namespace.get(parts[0])
@@ -399,21 +406,32 @@ def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], d
             labels = list(overload.input_types.items())
             if position >= len(labels):
                 continue
-            label, t = labels[position]
-            if not _is_generic(t):
-                return t, fields
+            label, declared = labels[position]
             source = function_source(overload.func)
-            if source is None:
-                continue
+            inner_namespace = function_namespace(overload.func)
             try:
-                inner = kernel_facts(source, function_namespace(overload.func))
+                inner = kernel_facts(source, inner_namespace) if source is not None else None
             except SyntaxError:
-                continue
-            fields |= inner.fields_read.get(label, set())
-            found, deeper = _from_callees(label, inner, function_namespace(overload.func), depth + 1)
-            fields |= deeper
-            if found is not None:
-                return found, fields
+                inner = None
+            yield _Callee(label, declared, inner, inner_namespace)
+
+
+def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], depth: int) -> tuple[Any, set[str]]:
+    """What the ``@wp.func`` helpers ``name`` is passed to say of its type: (a concrete type one of
+    them declares for that parameter, or None; the fields generic helpers read on it)."""
+    fields: set[str] = set()
+    if depth > 3:
+        return None, fields
+    for callee in _callees(name, facts, namespace):
+        if not _is_generic(callee.declared):
+            return callee.declared, fields
+        if callee.facts is None:
+            continue
+        fields |= callee.facts.fields_read.get(callee.label, set())
+        found, deeper = _from_callees(callee.label, callee.facts, callee.namespace, depth + 1)
+        fields |= deeper
+        if found is not None:
+            return found, fields
     return None, fields
 
 
@@ -424,27 +442,14 @@ def handles_through_callees(facts: KernelFacts, namespace: Mapping[str, Any], de
     found: dict[str, str] = {}
     if depth > 3:
         return found
-    for name, calls in facts.passed_to.items():
-        for callee_path, position in calls:
-            parts = callee_path.split(".")
-            callee = namespace.get(parts[0])
-            for part in parts[1:]:
-                callee = getattr(callee, part, None)
-            if callee is None or not hasattr(callee, "input_types") or getattr(callee, "func", None) is None:
+    for name in facts.passed_to:
+        for callee in _callees(name, facts, namespace):
+            if callee.facts is None:
                 continue
-            labels = list(callee.input_types)
-            source = function_source(callee.func)
-            if position >= len(labels) or source is None:
-                continue
-            try:
-                inner = kernel_facts(source, function_namespace(callee.func))
-            except SyntaxError:
-                continue
-            inner.handles.update(handles_through_callees(inner, function_namespace(callee.func), depth + 1))
-            label = labels[position]
-            for path, kind in inner.handles.items():
-                if path == label or path.startswith(label + "."):
-                    found[name + path[len(label):]] = kind
+            handles = callee.facts.handles | handles_through_callees(callee.facts, callee.namespace, depth + 1)
+            for path, kind in handles.items():
+                if path == callee.label or path.startswith(callee.label + "."):
+                    found[name + path[len(callee.label):]] = kind
     return found
 
 
