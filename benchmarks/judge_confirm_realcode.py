@@ -296,20 +296,24 @@ CHECK = textwrap.dedent('''
         dim = 1  # every thread would get the same arrays and no index: a user calls it once per array
     labels = [a.label for a in kernel.adj.args]
 
+    threads = dim
+
     def launch(args):
-        wp.launch(kernel, dim=dim, inputs=args)
+        wp.launch(kernel, dim=threads, inputs=args)
         wp.synchronize()
 
     def reached(args):
         hits = wp.zeros(1, dtype=wp.int32)
         by_label = dict(zip(labels, run(args)))
-        wp.launch(counted, dim=dim, inputs=[hits if a.label == "_judge_hits" else by_label[a.label]
+        wp.launch(counted, dim=threads, inputs=[hits if a.label == "_judge_hits" else by_label[a.label]
                                              for a in counted.adj.args])
         wp.synchronize()
         return int(hits.numpy()[0])
 
     ran = None
     for ints in [None, *range(8)] if counted is not None else [None]:
+        # With every integer the same, every thread would work on the same elements: one thread.
+        threads = dim if ints is None else 1
         for mode in ("normal", "unit", "positive"):
             args, float_arrays = make(mode, ints)
             probe = run(args)
@@ -379,7 +383,7 @@ CHECK = textwrap.dedent('''
     print(json.dumps({"outcome": "checked", "mode": mode, "integers": "i % N" if ints is None else f"all {ints}",
                       "flagged_statement_ran": ran, "disagree": bool(converged_disagree),
                       "unconverged_disagreement": bool(disagree and not converged_disagree), "nonzero": bool(nonzero),
-                      "worst": worst, "dim": dim}, default=str))
+                      "worst": worst, "dim": threads}, default=str))
 ''')
 
 

@@ -54,6 +54,7 @@ CASES = {
     "factory_with_settings": (PACKAGE, "shader", "WL103", [], [], {"function_kind": "func"}),
     "component_after_loop": (EARNED, "component_after_loop", "WL103", ["x"], ["out"], {}),
     "func_writes_its_array": (EARNED, "squash_repeats", "WL102", ["values"], ["values"], {"function_kind": "func"}),
+    "neighbour_overwrite": (EARNED, "neighbour_then_scale", "WL102", ["a"], ["a", "out"], {}),
 }
 
 
@@ -307,3 +308,12 @@ def test_a_func_writing_the_array_it_is_given_runs_one_thread(verdicts):
     assert any(note.startswith("one thread: the function writes an array it is given (values)")
                for note in confirmation.evidence["domain"])
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_a_disagreement_that_needs_threads_sharing_elements_is_not_a_confirmation(verdicts):
+    confirmation = verdicts["neighbour_overwrite"]
+    assert confirmation.status == Status.INCONCLUSIVE, confirmation.reason
+    if confirmation.device == "cpu":  # a GPU's threads may race instead (nondeterministic)
+        assert reason(confirmation) == Reason.CROSS_THREAD
+        assert confirmation.evidence["one_thread"]["launch_dim"] == [1]
+        assert confirmation.evidence["counterfactual"]["passed"] is True  # the multi-thread safe form agreed

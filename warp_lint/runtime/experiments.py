@@ -761,7 +761,41 @@ class FileSession:
             detail += f" (the flagged statement ran {draw.hits[0]} times)"
         detail += (f"; with the flagged statement alone in its safe form ({prepared.safe.description}) AD matches "
                    f"finite differences on the same inputs")
-        return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH, "detail": detail, "evidence": evidence}
+        return self._in_one_thread(prepared, plan, draw, nondet_tol, {
+            "status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH, "detail": detail, "evidence": evidence})
+
+    def _in_one_thread(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, nondet_tol: float,
+                       verdict: dict[str, Any]) -> dict[str, Any]:
+        """A confirmation on several threads, checked with the first thread alone on the same
+        inputs: synthesized indices can make threads share elements that real data keeps apart
+        (ranges of one articulation running into the next), and a disagreement that needs that is
+        no evidence for the finding. Where the flagged statement runs in that one thread (and,
+        for a value-dependent rule, reaches its singular point) and AD then matches finite
+        differences, the verdict is inconclusive; otherwise it stands."""
+        if all(extent == 1 for extent in plan.dim) or "cover" not in prepared.kernels:
+            return verdict
+        one = tuple(1 for _ in plan.dim)
+        launch = LaunchUnderTest(prepared.kernels["orig"], one, draw.args, device=self.device)
+        single = Draw(draw.fill, draw.args, launch, draw.inputs, draw.outputs, draw.in_place, seed=draw.seed)
+        single.hits = self._run_instrumented(prepared, dataclasses.replace(plan, dim=one), single)[0]
+        record: dict[str, Any] = {"launch_dim": list(one), "flagged_statement_hits": single.hits[rewrite.HITS_RAN]}
+        verdict["evidence"]["one_thread"] = record
+        if not single.ran or (prepared.value_dependent and not single.singular):
+            record["checked"] = ("the flagged statement does not run (or reach its singular point) in the first "
+                                 "thread alone: the verdict stands")
+            return verdict
+        result = self._compare(single, nondet_tol)
+        record["pairs"] = [_pair_summary(p) for p in result.pairs]
+        if any(p.status == "fail" for p in result.pairs):
+            record["checked"] = "the disagreement is there with the first thread alone"
+            return verdict
+        if not result.passed:
+            record["checked"] = "with the first thread alone the comparison did not decide: the verdict stands"
+            return verdict
+        return _inconclusive(Reason.CROSS_THREAD, f"{verdict['detail']}; but with the first thread alone, running the "
+                             "flagged statement, AD matches finite differences: the disagreement needs several "
+                             "threads on elements the synthesized indices made them share, which real data may keep "
+                             "apart", **verdict["evidence"])
 
     def _counterfactual(self, safe: rewrite.SafeForm, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
                         nondet_tol: float) -> dict[str, Any]:
@@ -854,9 +888,10 @@ class FileSession:
                 if status(all_safe, all_form, p) == "pass" and status(others_safe, others_form, p) == "fail"]
         if mine:
             evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
-            return {"status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
-                    "detail": f"{detail}; with {aside} the disagreement is there while this statement is as written "
-                              f"and gone once it is rewritten too ({prepared.safe.description})", "evidence": evidence}
+            return self._in_one_thread(prepared, plan, draw, nondet_tol, {
+                "status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
+                "detail": f"{detail}; with {aside} the disagreement is there while this statement is as written "
+                          f"and gone once it is rewritten too ({prepared.safe.description})", "evidence": evidence})
         if others_safe.get("passed"):
             # This statement as written, everything else set aside: AD matches FD.
             return self._judge_agreement(prepared, plan, draws, evidence, context=(

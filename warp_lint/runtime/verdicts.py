@@ -29,6 +29,7 @@ class Reason:
     NONDETERMINISTIC = "nondeterministic"  # two identical runs differ beyond nondet_tol
     NO_COUNTERFACTUAL = "no-counterfactual"  # a disagreement, but no safe form to attribute it
     COUNTERFACTUAL_DISAGREES = "counterfactual-disagrees"  # the safe form does not remove it
+    CROSS_THREAD = "cross-thread"  # the disagreement needs threads sharing elements the data made them share
     ZERO_JACOBIAN = "zero-jacobian"  # AD and FD both all zero: nothing compared
     NOT_MEASURED = "not-measured"  # whether a derivative flows through the statement is unknown
     DOES_NOT_MATTER = "does-not-matter"  # no derivative flows through the statement
