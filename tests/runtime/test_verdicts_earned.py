@@ -58,10 +58,15 @@ CASES = {
 }
 
 
+# The hidden-state native function is CPU code; draws that read past an array are set aside by a
+# forked, bounds-checked probe on the CPU only (a CUDA context does not survive a fork).
+CPU_ONLY = {"drifting_in_place", "block_in_place", "blocks_past_the_end"}
+
+
 @pytest.fixture(scope="module", params=DEVICES)
 def verdicts(request, kernel_cache_dir):
     device = request.param
-    cases = {k: v for k, v in CASES.items() if device == "cpu" or k != "drifting_in_place"}
+    cases = {k: v for k, v in CASES.items() if device == "cpu" or k not in CPU_ONLY}
     findings = {marker: make_finding(path, kernel, code, reads=reads, writes=writes, marker=marker, **options)
                 for marker, (path, kernel, code, reads, writes, options) in cases.items()}
     confirm_findings(list(findings.values()), device=device, timeout=300, cache_dir=kernel_cache_dir)
@@ -238,12 +243,16 @@ def test_integers_deciding_a_branch_are_drawn_at_its_constants(verdicts):
 
 
 def test_a_draw_that_reads_past_an_array_is_set_aside_not_run(verdicts):
+    if "block_in_place" not in verdicts:
+        pytest.skip("the probe forks: CPU only")
     confirmation = verdicts["block_in_place"]
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
     assert "crashed" not in confirmation.evidence["coverage_search"][-1]
 
 
 def test_a_kernel_every_draw_crashes_ends_inconclusive_and_the_child_lives_on(verdicts):
+    if "blocks_past_the_end" not in verdicts:
+        pytest.skip("the probe forks: CPU only")
     confirmation = verdicts["blocks_past_the_end"]
     assert confirmation.status == Status.INCONCLUSIVE
     assert reason(confirmation) == Reason.CRASH
