@@ -40,6 +40,8 @@ CASES = {
     "doubled_in_place": (PACKAGE, "doubled_in_place", "WL102", ["a"], ["a"], {}),
     "first_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
     "second_component_write": (EARNED, "two_component_writes", "WL103", ["x"], ["out"], {}),
+    "vector_component_write": (EARNED, "vector_and_matrix_component_writes", "WL103", ["x"], ["out"], {}),
+    "matrix_component_write": (EARNED, "vector_and_matrix_component_writes", "WL103", ["x"], ["out"], {}),
     "behind_enum_branch": (EARNED, "free_joints_in_place", "WL102", ["kind", "q"], ["q"], {}),
     "block_in_place": (EARNED, "block_in_place", "WL102", ["start", "f"], ["f"], {}),
     "blocks_past_the_end": (EARNED, "blocks_past_the_end", "WL102", ["start", "f"], ["f"], {}),
@@ -51,6 +53,7 @@ CASES = {
     "unmade_variant": (EARNED, "clamp_y", "WL103", [], [], {"function_kind": "func"}),
     "horner_while": (EARNED, "horner_while", "WL104", ["x"], ["out"], {}),
     "horner_until": (EARNED, "horner_until", "WL104", ["x"], ["out"], {}),
+    "horner_skipping": (EARNED, "horner_skipping", "WL104", ["x"], ["out"], {}),
     "factory_with_settings": (PACKAGE, "shader", "WL103", [], [], {"function_kind": "func"}),
     "component_after_loop": (EARNED, "component_after_loop", "WL103", ["x"], ["out"], {}),
     "func_writes_its_array": (EARNED, "squash_repeats", "WL102", ["values"], ["values"], {"function_kind": "func"}),
@@ -111,7 +114,8 @@ def test_a_confirmation_carries_its_counterfactual(verdicts):
     assert "safe form" in confirmation.reason
 
 
-@pytest.mark.parametrize("marker", ["first_component_write", "second_component_write"])
+@pytest.mark.parametrize("marker", ["first_component_write", "second_component_write", "vector_component_write",
+                                    "matrix_component_write"])
 def test_each_of_two_hazards_is_isolated_and_confirmed(verdicts, marker):
     confirmation = verdicts[marker]
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
@@ -291,8 +295,8 @@ def test_a_definition_import_did_not_make_is_made_from_its_source_not_taken_for_
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
 
 
-@pytest.mark.parametrize("marker", ["horner_while", "horner_until"])
-def test_while_loops_and_loops_with_break_have_a_static_form(verdicts, marker):
+@pytest.mark.parametrize("marker", ["horner_while", "horner_until", "horner_skipping"])
+def test_while_loops_and_loops_with_break_or_continue_have_a_static_form(verdicts, marker):
     confirmation = verdicts[marker]
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
     assert "made static" in confirmation.evidence["counterfactual"]["safe_form"]

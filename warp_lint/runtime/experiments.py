@@ -176,6 +176,7 @@ class FileSession:
         self._pieces: dict[str, generated.Piece | None] = {}
         self._target_numbers: dict[int, int] = {}
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
+        self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
 
     # -- preparing and building ----------------------------------------------------------------
@@ -868,8 +869,10 @@ class FileSession:
                                  "a non-differentiable algorithm, a race)", **evidence)
         (all_form, all_kernel), (others_form, others_kernel) = pieces
         if all_kernel is None or others_kernel is None:
-            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; the isolation kernels did not build",
-                                 **evidence)
+            why = next((self._isolation_errors[n] for n in self._isolation_errors
+                        if n.startswith(f"_wl_iso") and prepared.key in n), "")
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; the isolation kernels did not build"
+                                 + (f": {why[:400]}" if why else ""), **evidence)
         all_safe = self._counterfactual(all_form, prepared, plan, draw, all_kernel, nondet_tol)
         others_safe = self._counterfactual(others_form, prepared, plan, draw, others_kernel, nondet_tol)
         evidence["isolation"] = {"all_flagged_safe": all_safe, "others_safe": others_safe,
@@ -932,6 +935,8 @@ class FileSession:
             self.report("compiled")
             for role_name, piece_name in holder.names.items():
                 self._isolation[piece_name][1] = holder.kernels.get(role_name)
+                if role_name in holder.build_errors:
+                    self._isolation_errors[piece_name] = holder.build_errors[role_name]
         return tuple(self._isolation[names["all"]]), tuple(self._isolation[names["mine"]])
 
     def _rewrite_piece(self, prepared: Prepared, name: str, specs: list) -> tuple[generated.Piece, rewrite.SafeForm]:

@@ -433,23 +433,26 @@ def _as_load(node: ast.expr) -> ast.expr:
 
 def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL103: the component write on a local becomes a new value (`v.y = c` ->
-    `_wl_e = v - v; _wl_e.y = c - v.y; v = v + _wl_e`), whose adjoint cuts the old component."""
+    `_wl_e_v = v - v; _wl_e_v.y = c - v.y; v = v + _wl_e_v`), whose adjoint cuts the old
+    component. The delta is named after the local: Warp refuses one name for a vector and a
+    matrix (two rewritten locals of a function)."""
     target, value = _stored(block[index], "the flagged statement is not a component assignment")
     local = _component_base(target)
     if local is None or local in context.params:
         raise NoSafeForm("the flagged statement does not assign a component of a local")
     if isinstance(target, ast.Attribute) and target.attr not in _VECTOR_ATTRIBUTES:
         raise NoSafeForm(f"`.{target.attr}` is not a vector component")
+    delta = f"_wl_e_{local}"
     delta_target = copy.deepcopy(target)
-    delta_target.value = ast.Name("_wl_e", ast.Load())
+    delta_target.value = ast.Name(delta, ast.Load())
     delta_target.ctx = ast.Store()
     old = _as_load(target)
     block[index:index + 1] = [
-        ast.Assign(targets=[ast.Name("_wl_e", ast.Store())],
+        ast.Assign(targets=[ast.Name(delta, ast.Store())],
                    value=ast.BinOp(left=ast.Name(local, ast.Load()), op=ast.Sub(), right=ast.Name(local, ast.Load()))),
         ast.Assign(targets=[delta_target], value=ast.BinOp(left=value, op=ast.Sub(), right=old)),
         ast.Assign(targets=[ast.Name(local, ast.Store())],
-                   value=ast.BinOp(left=ast.Name(local, ast.Load()), op=ast.Add(), right=ast.Name("_wl_e", ast.Load()))),
+                   value=ast.BinOp(left=ast.Name(local, ast.Load()), op=ast.Add(), right=ast.Name(delta, ast.Load()))),
     ]
     return SafeForm("", f"the component write on `{local}` rebuilt as a new value", {}, {}, preserves_forward=True)
 
@@ -536,14 +539,16 @@ def _trips(loop: ast.For | ast.While, context: Context) -> int:
 def _unroll(loop: ast.For | ast.While, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
     """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced
     unroll); `while c:` -> the same static loop running the body while `c` holds. A `break` becomes
-    a flag that guards the rest of the loop."""
+    a flag that guards the rest of the loop, a `continue` one that guards the rest of the iteration."""
     if loop.orelse:
         raise NoSafeForm("a loop with an `else` clause")
-    if any(isinstance(n, ast.Continue) for n in _own_nodes(loop.body)):
-        raise NoSafeForm("a loop with `continue` cannot be unrolled")
     going = f"_wl_go{serial}"
     breaks = any(isinstance(n, ast.Break) for n in _own_nodes(loop.body))
-    body = _without_break(loop.body, going) if breaks else loop.body
+    body = _without_jump(loop.body, ast.Break, going) if breaks else loop.body
+    if any(isinstance(n, ast.Continue) for n in _own_nodes(body)):
+        staying = f"_wl_on{serial}"
+        body = ([ast.Assign(targets=[ast.Name(staying, ast.Store())], value=ast.Constant(True))]
+                + _without_jump(body, ast.Continue, staying))
     counter = f"_wl_k{serial}"
     static = _call(_warp("static"), ast.Constant(trips))
     flag = [ast.Assign(targets=[ast.Name(going, ast.Store())], value=ast.Constant(True))]
@@ -593,27 +598,27 @@ def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
             yield from _own_nodes(block)
 
 
-def _without_break(body: list[ast.stmt], going: str) -> list[ast.stmt]:
-    """``body`` with this loop's `break` turned into `going = False`, and what follows a statement
-    that may break run only while `going` holds."""
+def _without_jump(body: list[ast.stmt], jump: type[ast.Break] | type[ast.Continue], flag: str) -> list[ast.stmt]:
+    """``body`` with this loop's ``jump`` (`break` or `continue`) turned into `flag = False`, and
+    what follows a statement that may jump run only while `flag` holds."""
     rewritten: list[ast.stmt] = []
     for position, statement in enumerate(body):
-        if isinstance(statement, ast.Break):
-            rewritten.append(ast.Assign(targets=[ast.Name(going, ast.Store())], value=ast.Constant(False)))
-            return rewritten  # nothing after a break runs
-        may_break = not isinstance(statement, (ast.For, ast.While, ast.FunctionDef)) and any(
-            isinstance(n, ast.Break) for n in _own_nodes([statement]))
-        if may_break:
+        if isinstance(statement, jump):
+            rewritten.append(ast.Assign(targets=[ast.Name(flag, ast.Store())], value=ast.Constant(False)))
+            return rewritten  # nothing after the jump runs
+        may_jump = not isinstance(statement, (ast.For, ast.While, ast.FunctionDef)) and any(
+            isinstance(n, jump) for n in _own_nodes([statement]))
+        if may_jump:
             statement = copy.copy(statement)
             for field in ("body", "orelse", "finalbody"):
                 block = getattr(statement, field, None)
                 if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                    setattr(statement, field, _without_break(block, going))
+                    setattr(statement, field, _without_jump(block, jump, flag))
         rewritten.append(statement)
-        if may_break:
-            rest = _without_break(body[position + 1:], going)
+        if may_jump:
+            rest = _without_jump(body[position + 1:], jump, flag)
             if rest:
-                rewritten.append(ast.If(test=ast.Name(going, ast.Load()), body=rest, orelse=[]))
+                rewritten.append(ast.If(test=ast.Name(flag, ast.Load()), body=rest, orelse=[]))
             return rewritten
     return rewritten
 
