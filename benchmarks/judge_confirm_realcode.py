@@ -105,7 +105,7 @@ CHECK = textwrap.dedent('''
             target = target.get_overload(tuple(concrete.get(n, t) for n, t in arg_types(target)), {}) or target
 
     def load_source(source, namespace, stem):
-        directory = tempfile.mkdtemp()
+        directory = tempfile.mkdtemp(dir=request["cache"])  # removed with the cache by the caller
         path = os.path.join(directory, stem + ".py")
         open(path, "w").write(source)
         loaded = types.ModuleType(stem + "_" + str(abs(hash(path))))
@@ -392,6 +392,37 @@ def dotted(path: str) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
+def judge(python: Path, number: int, path: str, finding: dict, cache: str) -> dict:
+    """One decided verdict checked in a fresh interpreter: right, wrong or undecided."""
+    confirmation = finding["confirmation"]
+    evidence = confirmation["evidence"]
+    singular = None
+    if evidence.get("singular_point_hits") or "singular" in json.dumps(evidence.get("coverage_search", [])[-1:]):
+        singular = {"WL110": "sqrt-zero", "WL109": "unselected-nonfinite"}.get(finding["code"])
+    request = {"module": dotted(path), "kernel": finding["kernel"], "line": finding["line"],
+               "kind": finding.get("function_kind") or "kernel", "seed": number, "cache": cache,
+               "types": evidence.get("instantiated_as") or {},
+               "singular": singular if confirmation["status"] == "confirmed" else None}
+    try:
+        run = subprocess.run([str(python), "-c", CHECK, json.dumps(request)], capture_output=True, text=True,
+                             timeout=900)
+        lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
+        check = json.loads(lines[-1]) if lines else {"outcome": "error", "stderr": run.stderr[-800:]}
+    except subprocess.TimeoutExpired:
+        check = {"outcome": "timeout"}
+    status = confirmation["status"]
+    if check.get("outcome") != "checked":
+        judgement = "undecided"
+    elif status == "confirmed":
+        judgement = "right" if check["disagree"] else "wrong"
+    else:
+        judgement = "right" if not check["disagree"] and check["nonzero"] else "wrong"
+    print(f"{number:2d}. {judgement:9s} {status:9s} {finding['code']} {path}:{finding['line']} "
+          f"{finding['kernel']}: {json.dumps(check)[:200]}")
+    return {"path": path, "line": finding["line"], "code": finding["code"], "kernel": finding["kernel"],
+            "status": status, "reason": confirmation["reason"][:300], "check": check, "judgement": judgement}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("verdicts", type=Path, help="the --verdicts JSON of bench_confirm_realcode.py")
@@ -405,37 +436,9 @@ def main(argv: list[str] | None = None) -> int:
     decided = [(f["path"], finding) for f in document["files"] for finding in f["findings"]
                if finding["confirmation"]["status"] in ("confirmed", "cleared")]
     sample = random.Random(arguments.seed).sample(decided, min(arguments.sample, len(decided)))
-    cache = tempfile.mkdtemp(prefix="warp-lint-judge-")
-    judgements = []
-    for number, (path, finding) in enumerate(sample, start=1):
-        confirmation = finding["confirmation"]
-        evidence = confirmation["evidence"]
-        singular = None
-        if evidence.get("singular_point_hits") or "singular" in json.dumps(evidence.get("coverage_search", [])[-1:]):
-            singular = {"WL110": "sqrt-zero", "WL109": "unselected-nonfinite"}.get(finding["code"])
-        request = {"module": dotted(path), "kernel": finding["kernel"], "line": finding["line"],
-                   "kind": finding.get("function_kind") or "kernel", "seed": number, "cache": cache,
-                   "types": evidence.get("instantiated_as") or {},
-                   "singular": singular if confirmation["status"] == "confirmed" else None}
-        try:
-            run = subprocess.run([str(python), "-c", CHECK, json.dumps(request)], capture_output=True, text=True,
-                                 timeout=900)
-            lines = [line for line in run.stdout.splitlines() if line.startswith("{")]
-            check = json.loads(lines[-1]) if lines else {"outcome": "error", "stderr": run.stderr[-800:]}
-        except subprocess.TimeoutExpired:
-            check = {"outcome": "timeout"}
-        status = confirmation["status"]
-        if check.get("outcome") != "checked":
-            judgement = "undecided"
-        elif status == "confirmed":
-            judgement = "right" if check["disagree"] else "wrong"
-        else:
-            judgement = "right" if not check["disagree"] and check["nonzero"] else "wrong"
-        judgements.append({"path": path, "line": finding["line"], "code": finding["code"], "kernel": finding["kernel"],
-                           "status": status, "reason": confirmation["reason"][:300], "check": check,
-                           "judgement": judgement})
-        print(f"{number:2d}. {judgement:9s} {status:9s} {finding['code']} {path}:{finding['line']} "
-              f"{finding['kernel']}: {json.dumps(check)[:200]}")
+    with tempfile.TemporaryDirectory(prefix="warp-lint-judge-") as cache:
+        judgements = [judge(python, number, path, finding, cache)
+                      for number, (path, finding) in enumerate(sample, start=1)]
     counts = {k: sum(1 for j in judgements if j["judgement"] == k) for k in ("right", "wrong", "undecided")}
     judged = counts["right"] + counts["wrong"]
     print(f"judged {judged} of {len(judgements)}: {counts['right']} right, {counts['wrong']} wrong "
