@@ -130,9 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     if not arguments.cache:
         shutil.rmtree(cache, ignore_errors=True)
     os.makedirs(cache, exist_ok=True)
-    cold = run(files, python, arguments.device, cache, arguments.timeout, "cold")
-    result = summary(files)
-    warm = run(files, python, arguments.device, cache, arguments.timeout, "warm") if arguments.warm else None
+    try:
+        cold = run(files, python, arguments.device, cache, arguments.timeout, "cold")
+        result = summary(files)
+        warm = run(files, python, arguments.device, cache, arguments.timeout, "warm") if arguments.warm else None
+    finally:
+        if not arguments.cache:  # a cache folder named by the user is theirs to keep
+            shutil.rmtree(cache, ignore_errors=True)
     if warm is not None:
         warm_result = summary(files)
         result["warm_same_verdicts"] = warm_result["statuses"] == result["statuses"]

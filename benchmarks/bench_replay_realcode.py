@@ -56,8 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     for reason, count in why_not.most_common():
         print(f"  {count:4d}  no plan: {reason}")
     started = time.perf_counter()
-    confirm_findings(planned, timeout=arguments.timeout, cache_dir=tempfile.mkdtemp(prefix="warp-lint-replay-"),
-                     python=str(python))
+    with tempfile.TemporaryDirectory(prefix="warp-lint-replay-") as cache:
+        confirm_findings(planned, timeout=arguments.timeout, cache_dir=cache, python=str(python))
     seconds = time.perf_counter() - started
     verdicts = collections.Counter((f.confirmation.status, f.confirmation.reason.split(":")[0]) for f in planned)
     print(f"replayed {len(planned)} in {seconds:.0f} s:")

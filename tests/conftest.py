@@ -2,9 +2,15 @@
 warm cache left by an earlier run (and none writes into the user's caches)."""
 
 import os
+import shutil
 import tempfile
 
 _RUN_DIRECTORY = tempfile.mkdtemp(prefix="warp-lint-tests-")
 os.environ["WARP_CACHE_PATH"] = os.path.join(_RUN_DIRECTORY, "warp-kernels")
 os.environ["WARP_LINT_CACHE_DIR"] = os.path.join(_RUN_DIRECTORY, "warp-lint-cache")
 os.environ["XDG_CACHE_HOME"] = os.path.join(_RUN_DIRECTORY, "xdg-cache")
+
+
+def pytest_unconfigure(config):
+    # Each run's caches are a few hundred MB of compiled kernels: they go with the run.
+    shutil.rmtree(_RUN_DIRECTORY, ignore_errors=True)
