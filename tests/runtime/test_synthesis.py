@@ -121,6 +121,29 @@ def test_without_a_namespace_only_literals_count():
     assert "kind" not in kernel_facts(BRANCHES).branch_values
 
 
+# newton's closest_triangle: indices pick the corners of a triangle (the area then divides), and a
+# bitmask built from them is compared with zero.
+CORNERS = textwrap.dedent('''
+    @wp.func
+    def closest_triangle(v: Mat83f, i0: int, i1: int, i2: int, steps: int, x: float):
+        a = v[2 * i0 + 1]
+        b = v[2 * i1 + 1]
+        c = v[2 * i2 + 1]
+        t = wp.length_sq(wp.cross(a - b, a - c))
+        it = 1.0 / t
+        mask = wp.uint32(1) << wp.uint32(i0)
+        if mask != wp.uint32(0):
+            return it
+        return x / float(steps)
+''')
+
+
+def test_indices_that_pick_a_divisor_are_not_divisors_and_bitmasks_compare_no_values():
+    facts = kernel_facts(CORNERS)
+    assert facts.divisors == {"v", "steps"}  # i0 picks a row of v; its value divides nothing
+    assert not {"i0", "i1", "i2"} & set(facts.branch_values)  # `1 << i0 != 0` says nothing of i0
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_targeted_draws_take_the_branch_values_and_ranges_end_after_they_start(warp_in_process, seed):
     ints = wp.array(dtype=int)

@@ -107,6 +107,19 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
     # What a local's *value* comes from (not what its indices do): `t = types[j]` holds a value of
     # `types`, not of `j`; `geom.kind` stands for itself.
     local_values: dict[str, set[str]] = {}
+    # What flows into a local's value, not counting the indices that pick elements: `a = v[2 * k]`
+    # takes nothing of `k`'s value (a divisor made of `a` does not make `k` non-zero).
+    local_value_sources: dict[str, set[str]] = {}
+
+    def value_sources(node: ast.AST) -> set[str]:
+        if isinstance(node, ast.Subscript):
+            return value_sources(node.value)
+        found: set[str] = set()
+        if isinstance(node, ast.Name):
+            found = ({node.id} if node.id in params else set()) | local_value_sources.get(node.id, set())
+        for child in ast.iter_child_nodes(node):
+            found |= value_sources(child)
+        return found
 
     def sources(node: ast.AST) -> set[str]:
         """Parameters whose values flow into ``node`` (a param itself, or an array it reads)."""
@@ -132,6 +145,8 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             if _callee(node) in _INTEGER_CASTS and len(node.args) == 1:
                 return values(node.args[0])
             return set()
+        if isinstance(node, ast.BinOp) and not isinstance(node.op, (ast.Add, ast.Sub)):
+            return set()  # `1 << k`, `k * 3`: a value compared with a constant says nothing of k's
         found: set[str] = set()
         for child in ast.iter_child_nodes(node):
             found |= values(child)
@@ -147,6 +162,7 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
         else:
             targets, value = [statement.target], statement.value
         flowing = sources(value)
+        flowing_values = value_sources(value)
         held = values(value) if not isinstance(statement, ast.For) else set()
         for target in targets:
             # Names bound by the statement: `a = ...`, `a, b = ...`; not the index of `out[i] = ...`.
@@ -154,6 +170,7 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             for name in bound:
                 if isinstance(name, ast.Name) and name.id not in params:
                     local_sources[name.id] = local_sources.get(name.id, set()) | flowing
+                    local_value_sources[name.id] = local_value_sources.get(name.id, set()) | flowing_values
                     local_values[name.id] = local_values.get(name.id, set()) | held
     locals_ = set(local_sources) | params
 
@@ -183,7 +200,7 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             for source in values(test) if isinstance(test, (ast.Name, ast.Subscript, ast.Attribute)) else ():
                 facts.branch_values.setdefault(source, set()).update((0, 1))  # a flag: both arms
         if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Div, ast.FloorDiv, ast.Mod)):
-            facts.divisors |= sources(node.right)
+            facts.divisors |= value_sources(node.right)
         name = _callee(node)
         if isinstance(node, ast.Call):
             handle = _handle_kind(name)
@@ -195,9 +212,9 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
                 if callee and isinstance(argument, ast.Name) and argument.id in params:
                     facts.passed_to.setdefault(argument.id, []).append((callee, position))
         if name in ("div", "floordiv", "mod") and len(node.args) == 2:
-            facts.divisors |= sources(node.args[1])
+            facts.divisors |= value_sources(node.args[1])
         if name == "range" and len(node.args) == 3:
-            facts.divisors |= sources(node.args[2])
+            facts.divisors |= value_sources(node.args[2])
         if name == "range" and len(node.args) >= 2:
             # `range(offsets[j], offsets[j + 1])`, `range(start[i], end[i])`: ranges end after
             # they start, so such values are offsets (non-decreasing) or start/end pairs.
