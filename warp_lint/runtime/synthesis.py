@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import typing
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -408,6 +409,19 @@ class _Callee:
     declared: Any
     facts: KernelFacts | None
     namespace: dict[str, Any]
+    func: Any  # the Python function of the overload
+
+
+@functools.lru_cache(maxsize=None)
+def _function_facts(func: Any) -> tuple[KernelFacts | None, dict[str, Any]]:
+    """The facts of a helper's own code, and the names it sees; read once per process (a helper
+    is met again and again through the calls of a large file: each reading tokenizes its source)."""
+    namespace = function_namespace(func)
+    source = function_source(func)
+    try:
+        return (kernel_facts(source, namespace) if source is not None else None), namespace
+    except SyntaxError:
+        return None, namespace
 
 
 def _callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any]) -> Iterator[_Callee]:
@@ -424,13 +438,8 @@ def _callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any]) -> Ite
             if position >= len(labels):
                 continue
             label, declared = labels[position]
-            source = function_source(overload.func)
-            inner_namespace = function_namespace(overload.func)
-            try:
-                inner = kernel_facts(source, inner_namespace) if source is not None else None
-            except SyntaxError:
-                inner = None
-            yield _Callee(label, declared, inner, inner_namespace)
+            inner, inner_namespace = _function_facts(overload.func)
+            yield _Callee(label, declared, inner, inner_namespace, overload.func)
 
 
 def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], depth: int) -> tuple[Any, set[str]]:
@@ -463,11 +472,18 @@ def handles_through_callees(facts: KernelFacts, namespace: Mapping[str, Any], de
         for callee in _callees(name, facts, namespace):
             if callee.facts is None:
                 continue
-            handles = callee.facts.handles | handles_through_callees(callee.facts, callee.namespace, depth + 1)
+            handles = callee.facts.handles | _handles_of(callee.func, depth + 1)
             for path, kind in handles.items():
                 if path == callee.label or path.startswith(callee.label + "."):
                     found[name + path[len(callee.label):]] = kind
     return found
+
+
+@functools.lru_cache(maxsize=None)
+def _handles_of(func: Any, depth: int) -> dict[str, str]:
+    """:func:`handles_through_callees` of a helper's own code, worked out once per helper and depth."""
+    facts, namespace = _function_facts(func)
+    return handles_through_callees(facts, namespace, depth) if facts is not None else {}
 
 
 def struct_with_fields(fields: set[str], structs: Sequence[Any]) -> Any | None:
