@@ -58,6 +58,7 @@ CASES = {
     "component_after_loop": (EARNED, "component_after_loop", "WL103", ["x"], ["out"], {}),
     "func_writes_its_array": (EARNED, "squash_repeats", "WL102", ["values"], ["values"], {"function_kind": "func"}),
     "neighbour_overwrite": (EARNED, "neighbour_then_scale", "WL102", ["a"], ["a", "out"], {}),
+    "some_neighbours_overwrite": (EARNED, "neighbour_then_scale_some", "WL102", ["a", "mode"], ["a", "out"], {}),
 }
 
 
@@ -323,10 +324,16 @@ def test_a_func_writing_the_array_it_is_given_runs_one_thread(verdicts):
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
 
 
-def test_a_disagreement_that_needs_threads_sharing_elements_is_not_a_confirmation(verdicts):
-    confirmation = verdicts["neighbour_overwrite"]
+@pytest.mark.parametrize("marker", ["neighbour_overwrite", "some_neighbours_overwrite"])
+def test_a_disagreement_that_needs_threads_sharing_elements_is_not_a_confirmation(verdicts, marker):
+    confirmation = verdicts[marker]
     assert confirmation.status == Status.INCONCLUSIVE, confirmation.reason
     if confirmation.device == "cpu":  # a GPU's threads may race instead (nondeterministic)
         assert reason(confirmation) == Reason.CROSS_THREAD
         assert confirmation.evidence["one_thread"]["launch_dim"] == [1]
         assert confirmation.evidence["counterfactual"]["passed"] is True  # the multi-thread safe form agreed
+
+
+def test_one_thread_is_drawn_anew_where_the_first_does_not_run_the_flagged_statement(verdicts):
+    record = verdicts["some_neighbours_overwrite"].evidence["one_thread"]
+    assert record["inputs"] == "drawn anew for one thread" and record["flagged_statement_hits"] > 0

@@ -770,30 +770,41 @@ class FileSession:
         """A confirmation on several threads, checked with the first thread alone on the same
         inputs: synthesized indices can make threads share elements that real data keeps apart
         (ranges of one articulation running into the next), and a disagreement that needs that is
-        no evidence for the finding. Where the flagged statement runs in that one thread (and,
-        for a value-dependent rule, reaches its singular point) and AD then matches finite
-        differences, the verdict is inconclusive; otherwise it stands."""
+        no evidence for the finding. Where the first thread does not run the flagged statement,
+        one thread is drawn anew until it does. Where the flagged statement runs in that one
+        thread (and, for a value-dependent rule, reaches its singular point) and AD then matches
+        finite differences, the verdict is inconclusive; otherwise it stands."""
         if all(extent == 1 for extent in plan.dim) or "cover" not in prepared.kernels:
             return verdict
         one = tuple(1 for _ in plan.dim)
+        one_plan = dataclasses.replace(plan, dim=one)
         launch = LaunchUnderTest(prepared.kernels["orig"], one, draw.args, device=self.device)
         single = Draw(draw.fill, draw.args, launch, draw.inputs, draw.outputs, draw.in_place, seed=draw.seed)
-        single.hits = self._run_instrumented(prepared, dataclasses.replace(plan, dim=one), single)[0]
+        single.hits = self._run_instrumented(prepared, one_plan, single)[0]
         record: dict[str, Any] = {"launch_dim": list(one), "flagged_statement_hits": single.hits[rewrite.HITS_RAN]}
         verdict["evidence"]["one_thread"] = record
         if not single.ran or (prepared.value_dependent and not single.singular):
-            record["checked"] = ("the flagged statement does not run (or reach its singular point) in the first "
-                                 "thread alone: the verdict stands")
-            return verdict
+            # The first thread of this draw takes another path: a one-thread draw of its own that
+            # runs the statement (the threads of real data are each such a draw).
+            redrawn, explored = self._search_inputs(prepared, one_plan, np.random.default_rng(draw.seed))
+            record["redrawn"] = len(explored)
+            if (redrawn is None or redrawn.crashed or not redrawn.finite or not redrawn.ran
+                    or (prepared.value_dependent and not redrawn.singular)):
+                record["checked"] = ("the flagged statement does not run (or reach its singular point) in one "
+                                     "thread alone, at this draw or at one drawn for it: the verdict stands")
+                return verdict
+            single = redrawn
+            record["flagged_statement_hits"] = single.hits[rewrite.HITS_RAN]
+            record["inputs"] = "drawn anew for one thread"
         result = self._compare(single, nondet_tol)
         record["pairs"] = [_pair_summary(p) for p in result.pairs]
         if any(p.status == "fail" for p in result.pairs):
-            record["checked"] = "the disagreement is there with the first thread alone"
+            record["checked"] = "the disagreement is there with one thread alone"
             return verdict
         if not result.passed:
-            record["checked"] = "with the first thread alone the comparison did not decide: the verdict stands"
+            record["checked"] = "with one thread alone the comparison did not decide: the verdict stands"
             return verdict
-        return _inconclusive(Reason.CROSS_THREAD, f"{verdict['detail']}; but with the first thread alone, running the "
+        return _inconclusive(Reason.CROSS_THREAD, f"{verdict['detail']}; but with one thread alone, running the "
                              "flagged statement, AD matches finite differences: the disagreement needs several "
                              "threads on elements the synthesized indices made them share, which real data may keep "
                              "apart", **verdict["evidence"])
