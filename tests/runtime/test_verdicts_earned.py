@@ -59,6 +59,7 @@ CASES = {
     "func_writes_its_array": (EARNED, "squash_repeats", "WL102", ["values"], ["values"], {"function_kind": "func"}),
     "neighbour_overwrite": (EARNED, "neighbour_then_scale", "WL102", ["a"], ["a", "out"], {}),
     "some_neighbours_overwrite": (EARNED, "neighbour_then_scale_some", "WL102", ["a", "mode"], ["a", "out"], {}),
+    "zero_in_first_thread": (EARNED, "cleared_then_squared", "WL102", ["a"], ["a", "out"], {}),
 }
 
 
@@ -334,6 +335,14 @@ def test_a_disagreement_that_needs_threads_sharing_elements_is_not_a_confirmatio
         assert confirmation.evidence["counterfactual"]["passed"] is True  # the multi-thread safe form agreed
 
 
+def test_one_thread_comparing_zeros_leaves_a_confirmation_standing(verdicts):
+    confirmation = verdicts["zero_in_first_thread"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "nothing to compare" in confirmation.evidence["one_thread"]["checked"]
+
+
 def test_one_thread_is_drawn_anew_where_the_first_does_not_run_the_flagged_statement(verdicts):
     record = verdicts["some_neighbours_overwrite"].evidence["one_thread"]
-    assert record["inputs"] == "drawn anew for one thread" and record["flagged_statement_hits"] > 0
+    last = record["tried"][-1]
+    assert last["inputs"] == "a one-thread draw of its own" and last["flagged_statement_hits"] > 0
+    assert last["checked"] == "AD matches finite differences"

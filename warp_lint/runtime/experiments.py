@@ -34,6 +34,7 @@ import dataclasses
 import os
 import signal
 import time
+from collections.abc import Iterator
 from typing import Any, Callable
 
 import numpy as np
@@ -70,6 +71,8 @@ RESAMPLES = 3  # draws per fill before moving on to the next fill
 # Draws after every fill has been tried and the flagged statement never ran: mutations of the
 # draw that got furthest toward it, or fresh targeted ones; cheap launches of compiled kernels.
 EXPLORATION_DRAWS = 48
+# One-thread draws tried, after the first thread of the confirming draw, to check a confirmation.
+ONE_THREAD_REDRAWS = 3
 # Relative difference two identical forward (or backward) passes may show: float atomics on a GPU
 # sum in no fixed order; races differ by whole values.
 NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
@@ -767,47 +770,57 @@ class FileSession:
 
     def _in_one_thread(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, nondet_tol: float,
                        verdict: dict[str, Any]) -> dict[str, Any]:
-        """A confirmation on several threads, checked with the first thread alone on the same
-        inputs: synthesized indices can make threads share elements that real data keeps apart
-        (ranges of one articulation running into the next), and a disagreement that needs that is
-        no evidence for the finding. Where the first thread does not run the flagged statement,
-        one thread is drawn anew until it does. Where the flagged statement runs in that one
-        thread (and, for a value-dependent rule, reaches its singular point) and AD then matches
-        finite differences, the verdict is inconclusive; otherwise it stands."""
+        """A confirmation on several threads, checked with one thread alone: synthesized indices
+        can make threads share elements that real data keeps apart (ranges of one articulation
+        running into the next), and a disagreement that needs that is no evidence for the
+        finding. The first thread of the same draw is tried, then one-thread draws of their own
+        (the threads of real data are each such a draw), until one runs the flagged statement
+        (reaching its singular point, for a value-dependent rule) and moves the outputs that
+        disagreed. Where AD then matches finite differences, the verdict is inconclusive;
+        otherwise it stands."""
         if all(extent == 1 for extent in plan.dim) or "cover" not in prepared.kernels:
             return verdict
         one = tuple(1 for _ in plan.dim)
         one_plan = dataclasses.replace(plan, dim=one)
-        launch = LaunchUnderTest(prepared.kernels["orig"], one, draw.args, device=self.device)
-        single = Draw(draw.fill, draw.args, launch, draw.inputs, draw.outputs, draw.in_place, seed=draw.seed)
-        single.hits = self._run_instrumented(prepared, one_plan, single)[0]
-        record: dict[str, Any] = {"launch_dim": list(one), "flagged_statement_hits": single.hits[rewrite.HITS_RAN]}
+        disagreed = {(p.input, p.output) for p in draw.result.pairs if p.status == "fail"}
+        record: dict[str, Any] = {"launch_dim": list(one), "tried": []}
         verdict["evidence"]["one_thread"] = record
-        if not single.ran or (prepared.value_dependent and not single.singular):
-            # The first thread of this draw takes another path: a one-thread draw of its own that
-            # runs the statement (the threads of real data are each such a draw).
-            redrawn, explored = self._search_inputs(prepared, one_plan, np.random.default_rng(draw.seed))
-            record["redrawn"] = len(explored)
-            if (redrawn is None or redrawn.crashed or not redrawn.finite or not redrawn.ran
-                    or (prepared.value_dependent and not redrawn.singular)):
-                record["checked"] = ("the flagged statement does not run (or reach its singular point) in one "
-                                     "thread alone, at this draw or at one drawn for it: the verdict stands")
+
+        def candidates() -> Iterator[tuple[str, Draw | None]]:
+            launch = LaunchUnderTest(prepared.kernels["orig"], one, draw.args, device=self.device)
+            first = Draw(draw.fill, draw.args, launch, draw.inputs, draw.outputs, draw.in_place, seed=draw.seed)
+            first.hits = self._run_instrumented(prepared, one_plan, first)[0]
+            yield "the first thread of the same draw", first
+            for attempt in range(ONE_THREAD_REDRAWS):
+                redrawn, _ = self._search_inputs(prepared, one_plan, np.random.default_rng(draw.seed + attempt))
+                yield "a one-thread draw of its own", redrawn
+
+        for label, single in candidates():
+            tried: dict[str, Any] = {"inputs": label}
+            record["tried"].append(tried)
+            if (single is None or single.crashed or not single.finite or not single.ran
+                    or (prepared.value_dependent and not single.singular)):
+                tried["checked"] = "the flagged statement does not run (or reach its singular point)"
+                continue
+            result = self._compare(single, nondet_tol)
+            tried.update(flagged_statement_hits=single.hits[rewrite.HITS_RAN],
+                         pairs=[_pair_summary(p) for p in result.pairs])
+            if any(p.status == "fail" for p in result.pairs):
+                record["checked"] = tried["checked"] = "the disagreement is there with one thread alone"
                 return verdict
-            single = redrawn
-            record["flagged_statement_hits"] = single.hits[rewrite.HITS_RAN]
-            record["inputs"] = "drawn anew for one thread"
-        result = self._compare(single, nondet_tol)
-        record["pairs"] = [_pair_summary(p) for p in result.pairs]
-        if any(p.status == "fail" for p in result.pairs):
-            record["checked"] = "the disagreement is there with one thread alone"
-            return verdict
-        if not result.passed:
-            record["checked"] = "with one thread alone the comparison did not decide: the verdict stands"
-            return verdict
-        return _inconclusive(Reason.CROSS_THREAD, f"{verdict['detail']}; but with one thread alone, running the "
-                             "flagged statement, AD matches finite differences: the disagreement needs several "
-                             "threads on elements the synthesized indices made them share, which real data may keep "
-                             "apart", **verdict["evidence"])
+            compared = [p for p in result.pairs if (p.input, p.output) in disagreed]
+            if not result.passed or all(p.ad_identically_zero and p.fd_identically_zero for p in compared):
+                # Agreement at zero is no agreement: this thread's inputs do not move those outputs.
+                tried["checked"] = "nothing to compare: the pairs that disagreed are zero, or undecided"
+                continue
+            record["checked"] = tried["checked"] = "AD matches finite differences"
+            return _inconclusive(Reason.CROSS_THREAD, f"{verdict['detail']}; but with one thread alone, running the "
+                                 "flagged statement, AD matches finite differences: the disagreement needs several "
+                                 "threads on elements the synthesized indices made them share, which real data may "
+                                 "keep apart", **verdict["evidence"])
+        record["checked"] = ("no one-thread run both ran the flagged statement and moved the outputs that disagreed: "
+                             "nothing to compare, the verdict stands")
+        return verdict
 
     def _counterfactual(self, safe: rewrite.SafeForm, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
                         nondet_tol: float) -> dict[str, Any]:
