@@ -893,8 +893,8 @@ class FileSession:
                                  "a non-differentiable algorithm, a race)", **evidence)
         (all_form, all_kernel), (others_form, others_kernel) = pieces
         if all_kernel is None or others_kernel is None:
-            why = next((self._isolation_errors[n] for n in self._isolation_errors
-                        if n.startswith(f"_wl_iso") and prepared.key in n), "")
+            why = next((self._isolation_errors[n] for n in _isolation_names(prepared, loops).values()
+                        if n in self._isolation_errors), "")
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; the isolation kernels did not build"
                                  + (f": {why[:400]}" if why else ""), **evidence)
         all_safe = self._counterfactual(all_form, prepared, plan, draw, all_kernel, nondet_tol)
@@ -942,8 +942,7 @@ class FileSession:
             specs, others = specs + [(rewrite.STATIC_ALL_LOOPS, 0)], others + [(rewrite.STATIC_ALL_LOOPS, 0)]
         elif not others:
             return None
-        tag = "L" if loops else ""
-        names = {"all": f"_wl_isoall{tag}_{prepared.key}", "mine": f"_wl_iso{tag}_{prepared.key}_l{prepared.relative}"}
+        names = _isolation_names(prepared, loops)
         if names["mine"] not in self._isolation:
             pieces = []
             for role, chosen in (("all", specs), ("mine", others)):
@@ -1162,6 +1161,13 @@ def survives_in_fork(action: Callable[[], None], seconds: float) -> str | None:
         except ValueError:
             return f"killed by signal {number}"
     return None
+
+
+def _isolation_names(prepared: Prepared, loops: bool) -> dict[str, str]:
+    """The isolation pieces' names: every flagged statement of the kernel rewritten ("all", one
+    per kernel), and all but this finding's ("mine"); ``loops``: with its dynamic loops static."""
+    tag = "L" if loops else ""
+    return {"all": f"_wl_isoall{tag}_{prepared.key}", "mine": f"_wl_iso{tag}_{prepared.key}_l{prepared.relative}"}
 
 
 def _hung(crash: str) -> bool:
