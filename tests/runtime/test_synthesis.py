@@ -7,6 +7,7 @@ import textwrap
 import numpy as np
 import pytest
 import warp as wp
+from runtime_helpers import FIXTURES
 from warp_devices import DEVICES
 
 from warp_lint.runtime.synthesis import Fill, kernel_facts, make_arguments, plan_launch, struct_with_fields
@@ -204,3 +205,44 @@ def test_a_struct_is_told_by_its_fields_only_when_one_layout_fits(warp_in_proces
     assert struct_with_fields({"extra"}, [Large, Small]) is Large
     assert struct_with_fields({"x", "n"}, [Small, Other]) is None  # two layouts: cannot tell
     assert struct_with_fields({"missing"}, [Small]) is None
+
+
+# newton's one-sided Jacobi SVD: a generic parameter passed to wp.transpose is a matrix, 4x4 so
+# that loops over its rows can run to the count integers are drawn as (LAUNCH_EXTENT).
+SVD = textwrap.dedent('''
+    @wp.func
+    def one_sided_svd(A: Any, n_columns: int, tol: Any):
+        at = wp.transpose(A)
+        row0 = type(A[0])()
+        for i in range(n_columns):
+            row0[i] = wp.length(at[i])
+        return row0
+''')
+
+
+def test_a_generic_parameter_given_to_transpose_is_a_matrix(warp_in_process):
+    from typing import Any
+
+    from warp_lint.runtime.synthesis import LAUNCH_EXTENT, concrete_types
+    wp = warp_in_process
+    chosen = concrete_types([("A", Any), ("n_columns", int), ("tol", Any)], kernel_facts(SVD), wp.float32,
+                            function=True)
+    assert chosen == {"A": wp.mat44, "tol": wp.float32}
+    assert wp.mat44._shape_[0] == LAUNCH_EXTENT
+
+
+def test_a_generic_parameter_takes_the_struct_a_helper_five_calls_down_declares(warp_in_process):
+    """newton's MPR passes its data provider through generic helpers to the one that declares its
+    struct, five calls down; nearer helpers are asked first, each once."""
+    import importlib.util
+    import inspect
+    from typing import Any
+
+    from warp_lint.runtime.synthesis import concrete_types
+    spec = importlib.util.spec_from_file_location("deep_generics", FIXTURES / "deep_generics.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    facts = kernel_facts(textwrap.dedent(inspect.getsource(module.solve.func)), vars(module))
+    chosen = concrete_types([("provider", Any)], facts, warp_in_process.float32, namespace=vars(module),
+                            function=True)
+    assert chosen == {"provider": module.Provider}

@@ -47,6 +47,8 @@ LONG_EXTENT = LAUNCH_EXTENT * LAUNCH_EXTENT
 _INT_SCALARS = {wp.int8, wp.int16, wp.int32, wp.int64, wp.uint8, wp.uint16, wp.uint32, int}
 _FLOAT_SCALARS = {wp.float16, wp.float32, wp.float64, float}
 _VECTOR_CALLS = {"length", "length_sq", "dot", "cross", "normalize", "outer"}
+CALLEE_DEPTH = 6  # how many calls deep a generic parameter's type is looked for
+_MATRIX_CALLS = {"transpose", "determinant", "inverse", "trace", "svd3", "qr3", "eig3", "ddot"}
 
 
 class UnsupportedKernel(Exception):
@@ -68,6 +70,7 @@ class KernelFacts:
     # @wp.func those are vectors, not arrays
     literal_indices: dict[str, int | None] = dataclasses.field(default_factory=dict)
     vector_like: set[str] = dataclasses.field(default_factory=set)  # params used as vectors
+    matrix_like: set[str] = dataclasses.field(default_factory=set)  # params passed to matrix builtins
     struct_like: set[str] = dataclasses.field(default_factory=set)  # params whose named fields are read
     fields_read: dict[str, set[str]] = dataclasses.field(default_factory=dict)  # param -> those fields
     # param -> (callee, position): the calls it is passed to as it is (`helper(geom, d)`)
@@ -222,11 +225,11 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             starts, ends = values(node.args[0]), values(node.args[1])
             facts.monotone |= {a for a in starts & ends if a in params}
             facts.range_pairs |= {(a, b) for a in starts for b in ends if a != b and a in params and b in params}
-        if name in _VECTOR_CALLS:
+        if name in _VECTOR_CALLS or name in _MATRIX_CALLS:
             for argument in node.args:
                 base = argument.value if isinstance(argument, ast.Subscript) else argument
                 if isinstance(base, ast.Name) and base.id in params:
-                    facts.vector_like.add(base.id)
+                    (facts.vector_like if name in _VECTOR_CALLS else facts.matrix_like).add(base.id)
         if isinstance(node, ast.Attribute):
             base = node.value.value if isinstance(node.value, ast.Subscript) else node.value
             if isinstance(base, ast.Name) and base.id in params:
@@ -345,6 +348,12 @@ def _vector_of(scalar: Any) -> Any:
     return {wp.float16: wp.vec3h, wp.float32: wp.vec3, wp.float64: wp.vec3d}[scalar]
 
 
+def _matrix_of(scalar: Any) -> Any:
+    # 4x4: loops over a matrix's rows take their count from integer parameters, which are drawn
+    # as LAUNCH_EXTENT (`for i in range(n_columns): at[i]`)
+    return {wp.float16: wp.mat44h, wp.float32: wp.mat44, wp.float64: wp.mat44d}[scalar]
+
+
 def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar: Any,
                    declared: Sequence[dict[str, Any]] = (), structs: Sequence[Any] = (),
                    namespace: Mapping[str, Any] | None = None, function: bool = False) -> dict[str, Any] | None:
@@ -355,13 +364,14 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
     generic helpers, resolved in ``namespace``); a parameter whose fields are read (here or in
     those helpers): the one struct among ``structs`` (the program's ``@wp.struct`` types) with
     every field read; in a ``@wp.func`` (``function``), one indexed only by literals: a vector of
-    that length; indexed: an array; ``.x`` or ``wp.length``: a vector; else a scalar."""
+    that length; indexed: an array; ``.x`` or ``wp.length``: a vector; ``wp.transpose``: a 4x4
+    matrix; else a scalar."""
     generic = [name for name, t in params if _is_generic(t)]
     if not generic:
         return None
     as_structs: dict[str, Any] = {}
     for name in generic:
-        declared_type, fields = _from_callees(name, facts, namespace or {}, depth=0)
+        declared_type, fields = _from_callees(name, facts, namespace or {})
         if declared_type is not None:
             as_structs[name] = declared_type  # a helper it is passed to declares its type
             continue
@@ -387,10 +397,13 @@ def concrete_types(params: Sequence[tuple[str, Any]], facts: KernelFacts, scalar
         if name in as_structs:
             chosen[name] = as_structs[name]
             continue
-        element = _vector_of(scalar) if name in facts.vector_like else scalar
+        element = (_matrix_of(scalar) if name in facts.matrix_like
+                   else _vector_of(scalar) if name in facts.vector_like else scalar)
         array = array_type(t)
         if array is not None:
             chosen[name] = wp.array(dtype=element, ndim=array.ndim)
+        elif function and name in facts.matrix_like:
+            chosen[name] = element  # `A[i, j]` and `A[0]` of a matrix, not of an array
         elif function and facts.literal_indices.get(name) in (0, 1, 2, 3):
             chosen[name] = wp.types.vector(length=max(2, facts.literal_indices[name] + 1), dtype=scalar)
         elif name in facts.subscripted:
@@ -442,22 +455,27 @@ def _callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any]) -> Ite
             yield _Callee(label, declared, inner, inner_namespace, overload.func)
 
 
-def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any], depth: int) -> tuple[Any, set[str]]:
+def _from_callees(name: str, facts: KernelFacts, namespace: Mapping[str, Any]) -> tuple[Any, set[str]]:
     """What the ``@wp.func`` helpers ``name`` is passed to say of its type: (a concrete type one of
-    them declares for that parameter, or None; the fields generic helpers read on it)."""
+    them declares for that parameter, or None; the fields generic helpers read on it). Followed
+    CALLEE_DEPTH calls deep, nearest helpers first; each helper's parameter is read once (generic
+    helpers of factories pass it on through many paths: newton's MPR reaches the helper declaring
+    its data provider's struct five calls down)."""
     fields: set[str] = set()
-    if depth > 3:
-        return None, fields
-    for callee in _callees(name, facts, namespace):
-        if not _is_generic(callee.declared):
-            return callee.declared, fields
-        if callee.facts is None:
-            continue
-        fields |= callee.facts.fields_read.get(callee.label, set())
-        found, deeper = _from_callees(callee.label, callee.facts, callee.namespace, depth + 1)
-        fields |= deeper
-        if found is not None:
-            return found, fields
+    frontier = [(name, facts, namespace)]
+    seen: set[tuple[Any, str]] = set()
+    for _ in range(CALLEE_DEPTH):
+        deeper = []
+        for label, caller_facts, caller_namespace in frontier:
+            for callee in _callees(label, caller_facts, caller_namespace):
+                if not _is_generic(callee.declared):
+                    return callee.declared, fields
+                if callee.facts is None or (callee.func, callee.label) in seen:
+                    continue
+                seen.add((callee.func, callee.label))
+                fields |= callee.facts.fields_read.get(callee.label, set())
+                deeper.append((callee.label, callee.facts, callee.namespace))
+        frontier = deeper
     return None, fields
 
 
