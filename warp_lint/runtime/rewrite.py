@@ -369,6 +369,9 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
         located.append(((kind, line), found[0][found[1]] if found else None))
     combined = SafeForm("", "", {}, {}, preserves_forward=True)
     descriptions, skipped = [], []
+    # Forms that rewrite inside a statement keep it in place, so a form that replaces the
+    # statement (two rules flag one line) still finds it afterwards.
+    located.sort(key=lambda item: item[0][0] not in IN_PLACE_FORMS)
     for spec, statement in located:
         rewriter = SAFE_FORMS.get(spec[0])
         try:
@@ -737,6 +740,8 @@ def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: in
     statement becomes an `if`/`else` block before it, whose adjoint runs only the branch taken."""
     statement = block[index]
     hoisted: list[ast.stmt] = []
+    # Each selection gets a name of its own in the function: another statement's may hold another type.
+    taken_names = {n.id for n in ast.walk(definition) if isinstance(n, ast.Name) and n.id.startswith("_wl_sel")}
 
     class Hoist(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
@@ -753,7 +758,7 @@ def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: in
             return self._branch(node.test, node.body, node.orelse)
 
         def _branch(self, condition: ast.expr, taken: ast.expr, other: ast.expr) -> ast.Name:
-            name = f"_wl_sel{len(hoisted)}"
+            name = f"_wl_sel{len(hoisted) + len(taken_names)}"
             hoisted.append(ast.If(test=condition, body=[ast.Assign(targets=[ast.Name(name, ast.Store())], value=taken)],
                                   orelse=[ast.Assign(targets=[ast.Name(name, ast.Store())], value=other)]))
             return ast.Name(name, ast.Load())
@@ -790,6 +795,8 @@ def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int
 # Forms of the whole function rather than of a statement (their line is ignored).
 STATIC_ALL_LOOPS = "static-all-loops"
 WHOLE_FUNCTION_FORMS = {STATIC_ALL_LOOPS}
+# Forms that rewrite expressions of the statement and leave the statement itself in its block.
+IN_PLACE_FORMS = {"select-branch", "guarded-sqrt"}
 
 SAFE_FORMS = {
     "redirect-write": _redirect_write,
