@@ -14,6 +14,7 @@ from runtime_helpers import FIXTURES, flagged_line, make_finding
 from warp_devices import DEVICES
 
 from warp_lint.runtime import Reason, Status, confirm_findings
+from warp_lint.runtime.generated import struct_field_param
 
 EARNED = FIXTURES / "earned.py"
 PACKAGE = FIXTURES / "relative_pkg" / "kernels.py"
@@ -60,6 +61,8 @@ CASES = {
     "neighbour_overwrite": (EARNED, "neighbour_then_scale", "WL102", ["a"], ["a", "out"], {}),
     "some_neighbours_overwrite": (EARNED, "neighbour_then_scale_some", "WL102", ["a", "mode"], ["a", "out"], {}),
     "zero_in_first_thread": (EARNED, "cleared_then_squared", "WL102", ["a"], ["a", "out"], {}),
+    "struct_float_field": (EARNED, "flattened_extent", "WL103", [], [], {"function_kind": "func"}),
+    "held_in_closure": (EARNED, "shaper", "WL103", [], [], {"function_kind": "func"}),
 }
 
 
@@ -346,3 +349,17 @@ def test_one_thread_is_drawn_anew_where_the_first_does_not_run_the_flagged_state
     last = record["tried"][-1]
     assert last["inputs"] == "a one-thread draw of its own" and last["flagged_statement_hits"] > 0
     assert last["checked"] == "AD matches finite differences"
+
+
+def test_the_float_fields_of_a_struct_a_func_takes_are_differentiated(verdicts):
+    confirmation = verdicts["struct_float_field"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert confirmation.evidence["worst_pair"]["input"] == struct_field_param("b", "half")
+    assert "/ d b.half" in confirmation.reason  # as the user's code names it
+
+
+def test_a_func_only_a_closure_still_holds_is_found(verdicts):
+    confirmation = verdicts["held_in_closure"]
+    first, last = confirmation.evidence["target"]["lines"]
+    assert first <= flagged_line(EARNED, "held_in_closure") <= last
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason

@@ -73,6 +73,7 @@ RESAMPLES = 3  # draws per fill before moving on to the next fill
 EXPLORATION_DRAWS = 48
 # One-thread draws tried, after the first thread of the confirming draw, to check a confirmation.
 ONE_THREAD_REDRAWS = 3
+HANGS_PER_KERNEL = 3  # probes that wait out their time limit before a kernel is given up as hanging
 # Relative difference two identical forward (or backward) passes may show: float atomics on a GPU
 # sum in no fixed order; races differ by whole values.
 NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
@@ -585,6 +586,11 @@ class FileSession:
         def done(draw: Draw) -> bool:
             return draw.finite and draw.ran and (not prepared.value_dependent or draw.singular > 0)
 
+        def hung_too_often() -> bool:
+            # Each hang waits out the probe's time limit; a branch of the kernel may hang (a walk
+            # over a made-up mesh) while others end, so a few are borne before giving up.
+            return sum(1 for d in seen if d.crashed and _hung(d.crashed)) >= HANGS_PER_KERNEL
+
         fills = fills_for(prepared.facts, prepared.value_dependent)
         for fill in fills:
             for resample in range(RESAMPLES):
@@ -593,8 +599,8 @@ class FileSession:
                     return draw, explored
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
-                if draw.crashed and _hung(draw.crashed):
-                    return best, explored  # every draw would wait as long: the kernel hangs
+                if draw.crashed and _hung(draw.crashed) and hung_too_often():
+                    return best, explored
                 if draw.finite and not draw.ran and not targetable:
                     break  # another draw of the same distribution rarely takes another branch
         if draw.hits is not None and (best is None or not best.ran):
@@ -611,7 +617,7 @@ class FileSession:
                     furthest = draw
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
-                if draw.crashed and _hung(draw.crashed):
+                if draw.crashed and _hung(draw.crashed) and hung_too_often():
                     return best, explored
         return best, explored
 
@@ -881,7 +887,7 @@ class FileSession:
     def _isolate_with(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
                       nondet_tol: float, detail: str, evidence: dict[str, Any], stays: str,
                       loops: bool) -> dict[str, Any]:
-        others = any(p.key == prepared.key and p.finding.get("safe_form") and p.relative != prepared.relative
+        others = any(p.key == prepared.key and p.finding.get("safe_form") and _safe_spec(p) != _safe_spec(prepared)
                      for p in (self.prepared or {}).values())
         aside = " and ".join(part for part, on in (("the kernel's other flagged statements in their safe forms", others),
                                                    ("its dynamic loops made static" if others else
@@ -933,8 +939,9 @@ class FileSession:
         this finding's (``loops``: and every dynamic loop made static in both); built once per
         kernel for all its findings. None when there is nothing else to set aside."""
         siblings = [p for p in (self.prepared or {}).values() if p.key == prepared.key and p.finding.get("safe_form")]
-        specs = sorted({(p.finding["safe_form"], p.relative) for p in siblings}, key=lambda s: (s[1], s[0]))
-        others = [s for s in specs if s[1] != prepared.relative]
+        specs = sorted({_safe_spec(p) for p in siblings}, key=lambda s: (s[1], s[0]))
+        # Another rule's finding on this very statement is another hazard: it is set aside too.
+        others = [s for s in specs if s != _safe_spec(prepared)]
         if loops:
             if not rewrite.has_dynamic_loops(prepared.target.source, prepared.target.namespace(),
                                              int(locate.module_options(prepared.target).get("max_unroll") or 16)):
@@ -1163,11 +1170,18 @@ def survives_in_fork(action: Callable[[], None], seconds: float) -> str | None:
     return None
 
 
+def _safe_spec(prepared: Prepared) -> tuple[str, int]:
+    """(safe form, relative line): what a rewrite of this finding's statement is asked for."""
+    return prepared.finding.get("safe_form"), prepared.relative
+
+
 def _isolation_names(prepared: Prepared, loops: bool) -> dict[str, str]:
     """The isolation pieces' names: every flagged statement of the kernel rewritten ("all", one
     per kernel), and all but this finding's ("mine"); ``loops``: with its dynamic loops static."""
     tag = "L" if loops else ""
-    return {"all": f"_wl_isoall{tag}_{prepared.key}", "mine": f"_wl_iso{tag}_{prepared.key}_l{prepared.relative}"}
+    form = str(prepared.finding.get("safe_form") or "").replace("-", "_")
+    return {"all": f"_wl_isoall{tag}_{prepared.key}",
+            "mine": f"_wl_iso{tag}_{prepared.key}_l{prepared.relative}_{form}"}
 
 
 def _hung(crash: str) -> bool:
@@ -1226,11 +1240,8 @@ def _pair_summary(pair: PairResult | dict) -> dict[str, Any]:
 
 
 def _mismatch_sentence(pair: PairResult) -> str:
-    # Wrapper kernels of @wp.func helpers store the return value in _wl_ret0, _wl_ret1, ...
-    def readable(name: str | None) -> str | None:
-        return name.replace(generated.RETURN_PREFIX, "return") if name else name
-
-    pair = dataclasses.replace(pair, output=readable(pair.output), where=readable(pair.where))
+    pair = dataclasses.replace(pair, input=generated.readable(pair.input), output=generated.readable(pair.output),
+                               where=generated.readable(pair.where))
     sentence = (
         f"AD and finite differences disagree for d {pair.output} / d {pair.input}: max |AD - FD| = "
         f"{pair.max_abs_error:.3g} at {pair.where} (AD {pair.ad_at_worst:.6g}, FD {pair.fd_at_worst:.6g}), "

@@ -173,7 +173,29 @@ def registered_functions() -> tuple[list[Any], list[Any]]:
                              *getattr(function, "user_templates", {}).values()]:
                 if getattr(overload, "generic_parent", None) is None:
                     functions[id(overload)] = overload
+    for function in _held_in_closures([*kernels.values(), *functions.values()]):
+        functions.setdefault(id(function), function)
     return list(kernels.values()), list(functions.values())
+
+
+def _held_in_closures(definitions: list[Any]) -> list[Any]:
+    """``@wp.func``s that only the closures of live definitions still hold. A factory called
+    twice registers two functions under one key, and the module keeps the last: newton's
+    ``create_shape_support_function`` makes its ``center_ties`` variant first, which only the MPR
+    solver built from it still calls."""
+    found: dict[int, Any] = {}
+    pending = list(definitions)
+    while pending:
+        func = getattr(pending.pop(), "func", None)
+        for cell in getattr(func, "__closure__", None) or ():
+            try:
+                held = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(held, _FUNCTION_TYPE) and id(held) not in found and getattr(held, "func", None) is not None:
+                found[id(held)] = held
+                pending.append(held)
+    return list(found.values())
 
 
 def registered_structs() -> list[Any]:
