@@ -61,6 +61,8 @@ CASES = {
     "neighbour_overwrite": (EARNED, "neighbour_then_scale", "WL102", ["a"], ["a", "out"], {}),
     "some_neighbours_overwrite": (EARNED, "neighbour_then_scale_some", "WL102", ["a", "mode"], ["a", "out"], {}),
     "zero_in_first_thread": (EARNED, "cleared_then_squared", "WL102", ["a"], ["a", "out"], {}),
+    "first_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
+    "second_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
     "struct_float_field": (EARNED, "flattened_extent", "WL103", [], [], {"function_kind": "func"}),
     "held_in_closure": (EARNED, "shaper", "WL103", [], [], {"function_kind": "func"}),
 }
@@ -120,7 +122,8 @@ def test_a_confirmation_carries_its_counterfactual(verdicts):
 
 
 @pytest.mark.parametrize("marker", ["first_component_write", "second_component_write", "vector_component_write",
-                                    "matrix_component_write"])
+                                    "matrix_component_write", "first_made_component_write",
+                                    "second_made_component_write"])
 def test_each_of_two_hazards_is_isolated_and_confirmed(verdicts, marker):
     confirmation = verdicts[marker]
     assert confirmation.status == Status.CONFIRMED, confirmation.reason

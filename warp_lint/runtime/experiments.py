@@ -179,6 +179,7 @@ class FileSession:
         # Pieces are shared between findings (by name); what each one is.
         self._pieces: dict[str, generated.Piece | None] = {}
         self._target_numbers: dict[int, int] = {}
+        self._made: dict[tuple[str | None, str], list[locate.Target]] = {}  # (name, kind) -> made from source
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
         self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
@@ -204,14 +205,25 @@ class FileSession:
         self.report("compiled")
         self.prepared = prepared
 
+    def _made_targets(self, line: int, name: str | None, kind: str) -> list[locate.Target]:
+        """:func:`locate.nested_targets`, made once per definition: its findings share one object,
+        so they are one target (one build, and each other's siblings in isolation)."""
+        made = self._made.setdefault((name, kind), [])
+        spanning = [t for t in made if t.first_line <= line <= t.last_line]
+        if spanning:
+            return spanning
+        targets = locate.nested_targets(self.module, self.request["path"], line, name, f"{self.directory}/nested",
+                                        kind)
+        made.extend(targets)
+        return targets
+
     def _prepare(self, finding: dict[str, Any], precision: str) -> Prepared:
         prepared = Prepared(finding, precision=precision)
         kind = finding.get("function_kind") or "kernel"
         line = int(finding["flagged_lines"][0])
         targets = locate.find_targets(self.request["path"], line, finding.get("kernel"), kind)
         if not targets:
-            targets = locate.nested_targets(self.module, self.request["path"], line, finding.get("kernel"),
-                                            f"{self.directory}/nested", kind)
+            targets = self._made_targets(line, finding.get("kernel"), kind)
         if not targets:
             what = "@wp.func" if kind == "func" else "@wp.kernel"
             prepared.early = _inconclusive(
