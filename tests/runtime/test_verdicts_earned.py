@@ -63,6 +63,7 @@ CASES = {
     "zero_in_first_thread": (EARNED, "cleared_then_squared", "WL102", ["a"], ["a", "out"], {}),
     "first_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
     "second_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
+    "packed_mesh": (EARNED, "hull_extent", "WL104", [], [], {"function_kind": "func"}),
     "struct_float_field": (EARNED, "flattened_extent", "WL103", [], [], {"function_kind": "func"}),
     "held_in_closure": (EARNED, "shaper", "WL103", [], [], {"function_kind": "func"}),
 }
@@ -366,3 +367,12 @@ def test_a_func_only_a_closure_still_holds_is_found(verdicts):
     first, last = confirmation.evidence["target"]["lines"]
     assert first <= flagged_line(EARNED, "held_in_closure") <= last
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
+
+
+def test_a_mesh_pointer_packed_into_floats_is_a_real_mesh_packed_as_the_program_packs_it(verdicts):
+    confirmation = verdicts["packed_mesh"]
+    assert confirmation.evidence["flagged_statement_hits"] > 0  # the branch over the mesh ran
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    inputs = confirmation.evidence["inputs"]
+    assert struct_field_param("hull", "scale") in inputs
+    assert struct_field_param("hull", "packed") not in inputs  # a perturbed pointer is no pointer

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 import warp as wp
 
+from warp_lint.runtime import generated
 from warp_lint.runtime.comparison import float_precision, scalar_type_of
 from warp_lint.runtime.locate import array_type, attribute_path, function_namespace, function_source, is_special_array
 
@@ -114,6 +115,9 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
     # What flows into a local's value, not counting the indices that pick elements: `a = v[2 * k]`
     # takes nothing of `k`'s value (a divisor made of `a` does not make `k` non-zero).
     local_value_sources: dict[str, set[str]] = {}
+    # `ptr = unpack_mesh_ptr(geom.auxiliary)`: a local a helper of the program unpacks from a value
+    # (a handle packed into floats): local -> (the handle kind's packed form, the values it reads).
+    unpacked: dict[str, tuple[str, set[str]]] = {}
 
     def value_sources(node: ast.AST) -> set[str]:
         if isinstance(node, ast.Subscript):
@@ -176,6 +180,8 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
                     local_sources[name.id] = local_sources.get(name.id, set()) | flowing
                     local_value_sources[name.id] = local_value_sources.get(name.id, set()) | flowing_values
                     local_values[name.id] = local_values.get(name.id, set()) | held
+            if isinstance(target, ast.Name) and _unpacking(value, namespace) is not None:
+                unpacked[target.id] = (_unpacking(value, namespace), values(value.args[0]))
     locals_ = set(local_sources) | params
 
     for node in ast.walk(tree):
@@ -209,8 +215,12 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
         if isinstance(node, ast.Call):
             handle = _handle_kind(name)
             if handle and node.args:
-                for source in values(node.args[0]):
-                    facts.handles[source] = handle
+                first = node.args[0]
+                packed = ((_unpacking(first, namespace), values(first.args[0]))
+                          if _unpacking(first, namespace) is not None
+                          else unpacked.get(first.id) if isinstance(first, ast.Name) else None)
+                for source in packed[1] if packed else values(first):
+                    facts.handles[source] = f"{handle}{PACKED_BY}{packed[0]}" if packed else handle
             callee = attribute_path(node.func)
             for position, argument in enumerate(node.args):
                 if callee and isinstance(argument, ast.Name) and argument.id in params:
@@ -267,6 +277,34 @@ def _handle_kind(builtin: str | None) -> str | None:
     if builtin.startswith(("mesh_query_", "mesh_eval_", "mesh_get")):
         return "mesh"
     return None
+
+
+PACKED_BY = "@"  # "mesh@k": a mesh id packed into floats, by PACKERS[k]
+# Packing functions of the program, by the key a packed handle names (one per unpacking helper).
+PACKERS: dict[str, Any] = {}
+
+
+def _unpacking(node: ast.AST, namespace: Mapping[str, Any] | None) -> str | None:
+    """The key of the packing function for ``unpack_x(value)``: a ``@wp.func`` of the program,
+    called on one value, whose module also defines ``pack_x`` (newton packs a mesh pointer into the
+    three floats of a shape's ``auxiliary``); None for anything else."""
+    if not (isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords and namespace):
+        return None
+    path = attribute_path(node.func)
+    if not path or "unpack" not in path.rsplit(".", 1)[-1]:
+        return None
+    unpack = namespace.get(path.split(".")[0])
+    for part in path.split(".")[1:]:
+        unpack = getattr(unpack, part, None)
+    func = getattr(unpack, "func", None)
+    if func is None:
+        return None
+    pack = func.__globals__.get(func.__name__.replace("unpack", "pack", 1))
+    if getattr(pack, "func", None) is None:
+        return None
+    key = f"{func.__module__}.{pack.func.__name__}"
+    PACKERS[key] = pack
+    return key
 
 
 _INTEGER_CASTS = {"int", "static", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"}
@@ -666,7 +704,11 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     ``params`` hold concrete types (generic ones already instantiated)."""
     if source is not None and uses_tiles(ast.parse(source)):
         raise UnsupportedKernel("tile kernel (needs wp.launch_tiled with block-shaped arguments)")
-    arguments = [_plan_argument(name, t, name in index_params or name in facts.index_uses, facts.handles)
+    handles = dict(facts.handles)
+    for name, _ in params:  # a func wrapper's arrays of a struct's fields are those fields
+        if generated.readable(name) in handles:
+            handles[name] = handles[generated.readable(name)]
+    arguments = [_plan_argument(name, t, name in index_params or name in facts.index_uses, handles)
                  for name, t in params]
     everything = walk_specs(arguments)
     ndims = {spec.name: spec.ndim for spec in everything}
@@ -737,6 +779,8 @@ def _plan_argument(name: str, t: Any, is_index: bool, handles: Mapping[str, str]
         if _is_struct(dtype):
             raise UnsupportedKernel(f"argument {name!r} is an array of structs ({dtype.key})")
         dtype = _resolve_python_scalar(dtype)
+        if float_precision(dtype) and PACKED_BY in handles.get(name, ""):
+            return ArgumentSpec(name, "packed-handle", dtype, ndim=array.ndim, handle=handles[name])
         if float_precision(dtype):
             return ArgumentSpec(name, "float-array", dtype, ndim=array.ndim)
         if dtype in _INT_SCALARS or scalar_type_of(dtype) in _INT_SCALARS:  # int32, vec2i, ...
@@ -765,6 +809,8 @@ def _plan_argument(name: str, t: Any, is_index: bool, handles: Mapping[str, str]
         return ArgumentSpec(name, "int", t, is_index=is_index)
     if t is wp.bool:
         return ArgumentSpec(name, "bool", t)
+    if (t in _FLOAT_SCALARS or float_precision(t)) and PACKED_BY in handles.get(name, ""):
+        return ArgumentSpec(name, "packed-handle", t, handle=handles[name])
     if t in _FLOAT_SCALARS or float_precision(t):
         return ArgumentSpec(name, "float-value", t)
     if hasattr(t, "_shape_") and scalar_type_of(t) in _INT_SCALARS:
@@ -776,6 +822,28 @@ class Handle(int):
     """The id of a BVH or mesh built for a draw; holds the structure, which lives while the id is used."""
 
     structure: Any = None
+
+
+@functools.lru_cache(maxsize=None)
+def _pack_kernel(pack: Any) -> Any:
+    """A kernel that packs ids with the program's own packing function (built once per function)."""
+    packed_type = pack.func.__annotations__.get("return")
+
+    def pack_ids(ids: Any, out: Any):
+        i = wp.tid()
+        out[i] = pack(ids[i])
+
+    # Types, not the strings this module's annotations are (Warp would look them up as globals).
+    pack_ids.__annotations__ = {"ids": wp.array(dtype=wp.uint64), "out": wp.array(dtype=packed_type)}
+    return wp.kernel(module="unique")(pack_ids)
+
+
+def _packed(pack: Any, handle: "Handle", device: Any) -> Any:
+    """``handle``'s id packed into floats as the program packs it (the value its unpacking gives back)."""
+    kernel = _pack_kernel(pack)
+    out = wp.zeros(1, dtype=pack.func.__annotations__.get("return"), device=device)
+    wp.launch(kernel, dim=1, inputs=[wp.array([int(handle)], dtype=wp.uint64, device=device), out], device=device)
+    return out.numpy()[0]
 
 
 def _holding(array: Any, handle: Handle) -> Any:
@@ -879,6 +947,7 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
         return fill.draw(rng, shape)
 
     integer_arrays: dict[str, np.ndarray] = {}
+    kept: list[Handle] = []  # structures whose packed ids are held by value
 
     def value(spec: ArgumentSpec) -> Any:
         if spec.kind == "float-array":
@@ -915,6 +984,17 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
             return LAUNCH_EXTENT
         if spec.kind == "bool":
             return bool(rng.random() < 0.5) if targeted else True
+        if spec.kind == "packed-handle":
+            built = _structure(spec.handle.split(PACKED_BY)[0], plan.length, floats, rng, device)
+            packed = _packed(PACKERS[spec.handle.split(PACKED_BY)[1]], built, device)
+            if not spec.ndim:
+                kept.append(built)  # a value holds no reference: the struct it lands in keeps it
+                return spec.warp_type(*[float(v) for v in np.ravel(packed)])
+            shape = _array_shape(spec, plan.length)
+            data = np.broadcast_to(np.array(packed, dtype=np.float64), shape + tuple(getattr(spec.warp_type, "_shape_", ())))
+            return _holding(wp.array(data.astype(np.float32 if scalar_type_of(spec.warp_type) is wp.float32
+                                                 else np.float64), dtype=spec.warp_type, shape=shape, device=device),
+                            built)
         if spec.kind in ("handle", "handle-array"):
             built = _structure(spec.handle, plan.length, floats, rng, device)
             if spec.kind == "handle":
@@ -925,6 +1005,7 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
             instance = spec.warp_type()
             for field in spec.fields:
                 setattr(instance, field.name.rsplit(".", 1)[1], value(field))
+            object.__setattr__(instance, "_wl_kept", list(kept))  # Warp refuses unknown fields
             return instance
         # float-value: scalar, vector or matrix passed by value
         if hasattr(spec.warp_type, "_shape_"):
