@@ -183,6 +183,7 @@ class FileSession:
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
         self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
+        self._hangs: dict[str, int] = {}  # target key -> probes that hung on it
 
     # -- preparing and building ----------------------------------------------------------------
     def _prepare_all(self) -> None:
@@ -600,8 +601,10 @@ class FileSession:
 
         def hung_too_often() -> bool:
             # Each hang waits out the probe's time limit; a branch of the kernel may hang (a walk
-            # over a made-up mesh) while others end, so a few are borne before giving up.
-            return sum(1 for d in seen if d.crashed and _hung(d.crashed)) >= HANGS_PER_KERNEL
+            # over a made-up mesh) while others end, so a few are borne, per kernel (its other
+            # findings draw again), before giving up.
+            self._hangs[prepared.key] = self._hangs.get(prepared.key, 0) + 1
+            return self._hangs[prepared.key] >= HANGS_PER_KERNEL
 
         fills = fills_for(prepared.facts, prepared.value_dependent)
         for fill in fills:
