@@ -246,3 +246,20 @@ def test_a_generic_parameter_takes_the_struct_a_helper_five_calls_down_declares(
     chosen = concrete_types([("provider", Any)], facts, warp_in_process.float32, namespace=vars(module),
                             function=True)
     assert chosen == {"provider": module.Provider}
+
+
+# newton's forward kinematics writes a body only where its flags share a bit with the filter the
+# caller passes: drawn at the launch extent (4), the filter shared no bit with flags below it.
+FLAGGED_BODIES = textwrap.dedent('''
+    def fk(body_flags: wp.array(dtype=int), body_flag_filter: int, body_q: wp.array(dtype=float)):
+        i = wp.tid()
+        if (body_flags[i] & body_flag_filter) != 0:
+            body_q[i] = body_q[i] * body_q[i]
+''')
+
+
+def test_bit_sets_compared_through_a_mask_are_drawn_among_low_bits():
+    from warp_lint.runtime.synthesis import BIT_CHOICES
+    facts = kernel_facts(FLAGGED_BODIES)
+    assert facts.branch_values["body_flags"] >= set(BIT_CHOICES)
+    assert facts.branch_values["body_flag_filter"] >= set(BIT_CHOICES)

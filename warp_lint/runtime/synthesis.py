@@ -204,6 +204,12 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
                         for source in values(side):
                             facts.branch_values.setdefault(source, set()).update(
                                 (constant - 1, constant, constant + 1))
+                    if constant is not None and isinstance(side, ast.BinOp) and isinstance(side.op, ast.BitAnd):
+                        # `(flags[b] & filter) != 0`: both are bit sets; low bits on either side
+                        # overlap or not, so the test takes both arms.
+                        for operand in (side.left, side.right):
+                            for source in values(operand):
+                                facts.branch_values.setdefault(source, set()).update(BIT_CHOICES)
         if isinstance(node, (ast.If, ast.While, ast.IfExp)) or (
                 isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not)):
             test = node.operand if isinstance(node, ast.UnaryOp) else node.test
@@ -279,6 +285,7 @@ def _handle_kind(builtin: str | None) -> str | None:
     return None
 
 
+BIT_CHOICES = (0, 1, 2, 3)  # values a bit set compared through a mask is drawn among
 PACKED_BY = "@"  # "mesh@k": a mesh id packed into floats, by PACKERS[k]
 # Packing functions of the program, by the key a packed handle names (one per unpacking helper).
 PACKERS: dict[str, Any] = {}
