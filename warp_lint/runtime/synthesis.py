@@ -172,6 +172,7 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
         flowing = sources(value)
         flowing_values = value_sources(value)
         held = values(value) if not isinstance(statement, ast.For) else set()
+        unpacking = _unpacking(value, namespace)
         for target in targets:
             # Names bound by the statement: `a = ...`, `a, b = ...`; not the index of `out[i] = ...`.
             bound = target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]
@@ -180,8 +181,8 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
                     local_sources[name.id] = local_sources.get(name.id, set()) | flowing
                     local_value_sources[name.id] = local_value_sources.get(name.id, set()) | flowing_values
                     local_values[name.id] = local_values.get(name.id, set()) | held
-            if isinstance(target, ast.Name) and _unpacking(value, namespace) is not None:
-                unpacked[target.id] = (_unpacking(value, namespace), values(value.args[0]))
+            if isinstance(target, ast.Name) and unpacking is not None:
+                unpacked[target.id] = (unpacking, values(value.args[0]))
     locals_ = set(local_sources) | params
 
     for node in ast.walk(tree):
@@ -222,11 +223,15 @@ def kernel_facts(source: str, namespace: Mapping[str, Any] | None = None) -> Ker
             handle = _handle_kind(name)
             if handle and node.args:
                 first = node.args[0]
-                packed = ((_unpacking(first, namespace), values(first.args[0]))
-                          if _unpacking(first, namespace) is not None
-                          else unpacked.get(first.id) if isinstance(first, ast.Name) else None)
-                for source in packed[1] if packed else values(first):
-                    facts.handles[source] = f"{handle}{PACKED_BY}{packed[0]}" if packed else handle
+                unpacking = _unpacking(first, namespace)
+                packed = ((unpacking, values(first.args[0])) if unpacking is not None
+                          else unpacked.get(getattr(first, "id", None)))
+                if packed is not None:
+                    for source in packed[1]:
+                        facts.handles[source] = f"{handle}{PACKED_BY}{packed[0]}"
+                else:
+                    for source in values(first):
+                        facts.handles[source] = handle
             callee = attribute_path(node.func)
             for position, argument in enumerate(node.args):
                 if callee and isinstance(argument, ast.Name) and argument.id in params:
@@ -832,8 +837,9 @@ class Handle(int):
 
 
 @functools.lru_cache(maxsize=None)
-def _pack_kernel(pack: Any) -> Any:
-    """A kernel that packs ids with the program's own packing function (built once per function)."""
+def _pack_kernel(pack: Any) -> tuple[Any, Any]:
+    """A kernel that packs ids with the program's own packing function, and the type it packs
+    them into (built once per function)."""
     packed_type = pack.func.__annotations__.get("return")
 
     def pack_ids(ids: Any, out: Any):
@@ -842,15 +848,15 @@ def _pack_kernel(pack: Any) -> Any:
 
     # Types, not the strings this module's annotations are (Warp would look them up as globals).
     pack_ids.__annotations__ = {"ids": wp.array(dtype=wp.uint64), "out": wp.array(dtype=packed_type)}
-    return wp.kernel(module="unique")(pack_ids)
+    return wp.kernel(module="unique")(pack_ids), packed_type
 
 
-def _packed(pack: Any, handle: "Handle", device: Any) -> Any:
+def _packed(pack: Any, handle: "Handle", device: Any) -> np.ndarray:
     """``handle``'s id packed into floats as the program packs it (the value its unpacking gives back)."""
-    kernel = _pack_kernel(pack)
-    out = wp.zeros(1, dtype=pack.func.__annotations__.get("return"), device=device)
+    kernel, packed_type = _pack_kernel(pack)
+    out = wp.zeros(1, dtype=packed_type, device=device)
     wp.launch(kernel, dim=1, inputs=[wp.array([int(handle)], dtype=wp.uint64, device=device), out], device=device)
-    return out.numpy()[0]
+    return np.asarray(out.numpy()[0])
 
 
 def _holding(array: Any, handle: Handle) -> Any:
@@ -992,16 +998,15 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
         if spec.kind == "bool":
             return bool(rng.random() < 0.5) if targeted else True
         if spec.kind == "packed-handle":
-            built = _structure(spec.handle.split(PACKED_BY)[0], plan.length, floats, rng, device)
-            packed = _packed(PACKERS[spec.handle.split(PACKED_BY)[1]], built, device)
+            kind, packer = spec.handle.split(PACKED_BY)
+            built = _structure(kind, plan.length, floats, rng, device)
+            packed = _packed(PACKERS[packer], built, device)
             if not spec.ndim:
                 kept.append(built)  # a value holds no reference: the struct it lands in keeps it
                 return spec.warp_type(*[float(v) for v in np.ravel(packed)])
             shape = _array_shape(spec, plan.length)
-            data = np.broadcast_to(np.array(packed, dtype=np.float64), shape + tuple(getattr(spec.warp_type, "_shape_", ())))
-            return _holding(wp.array(data.astype(np.float32 if scalar_type_of(spec.warp_type) is wp.float32
-                                                 else np.float64), dtype=spec.warp_type, shape=shape, device=device),
-                            built)
+            data = np.broadcast_to(packed, shape + packed.shape)  # wp.array converts to the dtype's precision
+            return _holding(wp.array(data, dtype=spec.warp_type, shape=shape, device=device), built)
         if spec.kind in ("handle", "handle-array"):
             built = _structure(spec.handle, plan.length, floats, rng, device)
             if spec.kind == "handle":
