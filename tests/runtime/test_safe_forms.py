@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
 import textwrap
 
-from warp_lint.runtime.rewrite import safe_forms
+import pytest
+
+from warp_lint.runtime.rewrite import MIN_GUESSED_TRIPS, UNROLL, UNROLL_STATEMENTS, safe_forms
 
 # newton's SVD: line 5 is flagged twice (a selection that divides, a component write in a loop),
 # and line 3 holds a selection of another type.
@@ -36,3 +39,27 @@ def test_each_selection_of_a_function_has_a_name_of_its_own():
     assert skipped == []
     assert "_wl_sel0 = 1.0 / sigma" in form.source  # a float ...
     assert "_wl_sel1 = at[i] / sigma" in form.source  # ... and a vector: two names
+
+
+@pytest.mark.parametrize("loop", ["while n > 0:\n        n -= 1", "for k in range(n):\n        y = y + 1.0"])
+def test_a_long_loop_of_unknown_bound_gets_as_many_trips_as_fit_rather_than_no_safe_form(loop):
+    body = "".join(f"        y = y * 0.5 + {k}.0\n" for k in range(100))
+    source = f"def settle(x: float, c: wp.array(dtype=int)):\n    y = x\n    n = c[0]\n    {loop}\n{body}    return y\n"
+    form, skipped = safe_forms([("static-enclosing-loops", 6)], source, "copy", "wp.func", ["x", "c"])
+    assert skipped == [], skipped
+    trips = re.search(r"range\(_wl_wp\.static\((\d+)\)\)", form.source)
+    assert trips and MIN_GUESSED_TRIPS <= int(trips.group(1)) < UNROLL
+    assert int(trips.group(1)) * 100 <= UNROLL_STATEMENTS
+
+
+def test_a_counter_atomic_becomes_a_replayed_read_and_store_of_the_counter_put_back_before_backward():
+    source = textwrap.dedent('''
+        def compact(x: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):
+            i = wp.tid()
+            slot = wp.atomic_add(counter, 0, 1)
+            out[slot] = x[i]
+    ''').lstrip("\n")
+    form, skipped = safe_forms([("replayed-counter", 3)], source, "copy", "wp.kernel", ["x", "counter", "out"])
+    assert skipped == [], skipped
+    assert "slot = _wl_take(counter, 0, 1)" in form.source
+    assert form.rewound == ["counter"] and form.preserves_forward

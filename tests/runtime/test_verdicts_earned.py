@@ -66,12 +66,16 @@ CASES = {
     "packed_mesh": (EARNED, "hull_extent", "WL104", [], [], {"function_kind": "func"}),
     "struct_float_field": (EARNED, "flattened_extent", "WL103", [], [], {"function_kind": "func"}),
     "held_in_closure": (EARNED, "shaper", "WL103", [], [], {"function_kind": "func"}),
+    "atomic_slot": (EARNED, "compact_doubled", "WL111", ["x", "counter"], ["out"], {}),
+    "return_in_while": (EARNED, "halve_unless_large", "WL104", [], [], {"function_kind": "func"}),
 }
 
 
 # The hidden-state native function is CPU code; draws that read past an array are set aside by a
 # forked, bounds-checked probe on the CPU only (a CUDA context does not survive a fork).
-CPU_ONLY = {"drifting_in_place", "block_in_place", "blocks_past_the_end"}
+# A kernel whose backward pass never ends is set aside by the same probe: on a GPU it would hang.
+# Threads replay a counter's store in launch order on the CPU only.
+CPU_ONLY = {"drifting_in_place", "block_in_place", "blocks_past_the_end", "return_in_while", "atomic_slot"}
 
 
 @pytest.fixture(scope="module", params=DEVICES)
@@ -376,3 +380,23 @@ def test_a_mesh_pointer_packed_into_floats_is_a_real_mesh_packed_as_the_program_
     inputs = confirmation.evidence["inputs"]
     assert struct_field_param("hull", "scale") in inputs
     assert struct_field_param("hull", "packed") not in inputs  # a perturbed pointer is no pointer
+
+
+def test_a_slot_from_an_atomic_counter_is_confirmed_by_the_replayed_counter(verdicts):
+    if "atomic_slot" not in verdicts:
+        pytest.skip("threads replay the counter in launch order on the CPU only")
+    confirmation = verdicts["atomic_slot"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "the atomic on `counter` made a read and store" in confirmation.evidence["counterfactual"]["safe_form"]
+    assert confirmation.evidence["counterfactual"]["passed"]
+
+
+def test_a_draw_whose_backward_never_ends_moves_on_to_one_thread_and_the_next_fill(verdicts):
+    if "return_in_while" not in verdicts:
+        pytest.skip("a backward pass that never ends is caught by a forked probe on the CPU only")
+    confirmation = verdicts["return_in_while"]
+    hung, *rest = confirmation.evidence["coverage_search"]
+    assert hung["crashed"].startswith("no result within") and hung["launch_dim_from_now"] == [1]
+    assert rest and all(entry["inputs"] != hung["inputs"] for entry in rest)
+    assert confirmation.evidence["launch_dim"] == [1]
+    assert confirmation.status in (Status.CONFIRMED, Status.CLEARED), confirmation.reason

@@ -117,10 +117,12 @@ class LaunchUnderTest:
     none, so they stay as given).
     """
 
-    def __init__(self, kernel: Any, dim: Any, args: Sequence[Any], device: Any = None):
+    def __init__(self, kernel: Any, dim: Any, args: Sequence[Any], device: Any = None, rewound: Sequence[str] = ()):
         self.kernel = kernel
         self.dim = dim
         self.device = device
+        # Arrays put back to their snapshot between the recorded forward and the backward pass.
+        self.rewound = list(rewound)
         names = [arg.label for arg in kernel.adj.args]
         if len(names) != len(args):
             raise ValueError(f"kernel {kernel.key} takes {len(names)} arguments, {len(args)} were given")
@@ -175,6 +177,8 @@ class LaunchUnderTest:
         self.restore()
         tape = wp.Tape()
         self._record(tape)
+        for name in self.rewound:
+            self.slots[name].array.assign(self.slots[name].snapshot)
         grads = {}
         for name, seed in seeds.items():
             slot = self.slots[name]

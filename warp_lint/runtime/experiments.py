@@ -84,6 +84,7 @@ PROBE_STEP = 1e-2
 # fork), so a draw that crashes or hangs the kernel (an index past an array made by an offset or a
 # stride, a pointer built from synthesized floats) is set aside instead of ending the experiment.
 PROBE_SECONDS = 10.0
+HUNG_SINGLE_THREAD = "a probe on several threads hung: one thread's draw more often takes a path that ends"
 
 
 def _inconclusive(reason: str, detail: str, **evidence: Any) -> dict[str, Any]:
@@ -184,6 +185,8 @@ class FileSession:
         self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
         self._hangs: dict[str, int] = {}  # target key -> probes that hung on it
+        self._hung_fills: dict[str, set[str]] = {}  # target key -> the fills a probe hung at
+        self._ended: dict[str, tuple] = {}  # target key that hung -> (fill, targeted, args) of a draw that ended
 
     # -- preparing and building ----------------------------------------------------------------
     def _prepare_all(self) -> None:
@@ -502,10 +505,10 @@ class FileSession:
 
     # -- inputs --------------------------------------------------------------------------------
     def _make_draw(self, prepared: Prepared, plan: LaunchPlan, fill: Fill, rng: np.random.Generator,
-                   targeted: bool = False, parent: Draw | None = None) -> Draw:
+                   targeted: bool = False, parent: Draw | None = None, given: list[Any] | None = None) -> Draw:
         finding = prepared.finding
         kernel = prepared.kernels["orig"]
-        args = make_arguments(plan, fill, rng, self.device, targeted)
+        args = given if given is not None else make_arguments(plan, fill, rng, self.device, targeted)
         if parent is not None:
             # A mutation of the draw that got furthest: one or two arguments drawn anew, the rest kept.
             fresh = set(rng.choice(len(args), size=min(len(args), int(rng.integers(1, 3))), replace=False).tolist())
@@ -581,9 +584,11 @@ class FileSession:
         seen: list[Draw] = []
         targetable = plan.targetable
 
-        def attempt(fill: Fill, targeted: bool, parent: Draw | None = None) -> Draw:
+        def attempt(fill: Fill, targeted: bool, parent: Draw | None = None, given: list[Any] | None = None) -> Draw:
             nonlocal best
-            draw = self._make_draw(prepared, plan, fill, rng, targeted, parent)
+            draw = self._make_draw(prepared, plan, fill, rng, targeted, parent, given)
+            if hung_fills and not draw.crashed and draw.finite:
+                self._ended.setdefault(prepared.key, (fill, targeted, draw.args))
             explored.append({"inputs": fill.describe(), "finite": draw.finite,
                              "hits": None if draw.hits is None else draw.hits[0],
                              **({"integers": "targeted"} if targeted else {}),
@@ -606,7 +611,27 @@ class FileSession:
             self._hangs[prepared.key] = self._hangs.get(prepared.key, 0) + 1
             return self._hangs[prepared.key] >= HANGS_PER_KERNEL
 
-        fills = fills_for(prepared.facts, prepared.value_dependent)
+        # Every thread must finish for a launch to: a path that never ends (a loop the backward
+        # pass replays forever) taken by one thread of several hangs them all, where one thread
+        # alone more often takes another. Known per kernel: its other findings start there.
+        hung_fills = self._hung_fills.setdefault(prepared.key, set())
+        if hung_fills:
+            plan.single_thread(HUNG_SINGLE_THREAD)
+
+        def hung(draw: Draw) -> None:
+            hung_fills.add(draw.fill.describe())
+            if plan.single_thread(HUNG_SINGLE_THREAD):
+                explored[-1]["launch_dim_from_now"] = list(plan.dim)
+
+        fills = [f for f in fills_for(prepared.facts, prepared.value_dependent)
+                 if f.describe() not in hung_fills] or fills_for(prepared.facts, prepared.value_dependent)
+        if prepared.key in self._ended:
+            # Draws of a kernel that hangs wait out the probe's limit: what ended for one of its
+            # findings is tried first for the next.
+            fill, targeted, args = self._ended[prepared.key]
+            draw = attempt(fill, targeted, given=args)
+            if done(draw):
+                return draw, explored
         for fill in fills:
             for resample in range(RESAMPLES):
                 draw = attempt(fill, targetable and resample > 0)
@@ -614,8 +639,11 @@ class FileSession:
                     return draw, explored
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
-                if draw.crashed and _hung(draw.crashed) and hung_too_often():
-                    return best, explored
+                if draw.crashed and _hung(draw.crashed):
+                    if hung_too_often():
+                        return best, explored
+                    hung(draw)
+                    break  # values of the same fill likely take the same path
                 if draw.finite and not draw.ran and not targetable:
                     break  # another draw of the same distribution rarely takes another branch
         if draw.hits is not None and (best is None or not best.ran):
@@ -632,8 +660,10 @@ class FileSession:
                     furthest = draw
                 if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
                     explored[-1]["arrays_lengthened_to"] = plan.length
-                if draw.crashed and _hung(draw.crashed) and hung_too_often():
-                    return best, explored
+                if draw.crashed and _hung(draw.crashed):
+                    if hung_too_often():
+                        return best, explored
+                    hung(draw)
         return best, explored
 
     # -- the experiment --------------------------------------------------------------------------
@@ -855,7 +885,8 @@ class FileSession:
             source = safe.added_params.get(name, name)
             value = by_name[source]
             args.append(wp.clone(value) if name in safe.added_params else value)
-        launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device)
+        launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device,
+                                 rewound=[name for name in safe.rewound if name in draw.launch.slots])
         after = launch.forward()
         finite = all(np.all(np.isfinite(v)) for v in after.values())
         original = draw.launch.forward()

@@ -38,6 +38,9 @@ PROGRESS_STRIDE = 1024
 # (arrays hold at most 16 elements per dimension, counts are 4). A loop that would is caught by the
 # forward comparison: the counterfactual must compute the same values as the original.
 UNROLL = 16
+# Fewest trips a loop of unknown bound is cut to, to fit: fewer, and its safe form rarely computes
+# what it does (synthesized counts are 4).
+MIN_GUESSED_TRIPS = 4
 UNROLL_BUDGET = 64  # copies of a loop body (nested loops multiply): compile time grows with it
 # Statements the copies may add in all (a copy of a long body costs as much as many of a short
 # one): past it the native compile of one rewrite takes minutes.
@@ -322,6 +325,9 @@ class SafeForm:
     renamed_outputs: dict[str, str]  # original array -> the array that now holds what it held
     added_params: dict[str, str]  # new parameter -> the original parameter whose type and values it takes
     preserves_forward: bool  # the rewrite computes the same values: forwards must match
+    # Integer arrays the harness puts back to their values before the launch between the recorded
+    # forward pass and the backward pass (a counter whose replayed atomic must return what it did).
+    rewound: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -391,6 +397,7 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
         combined.renamed_outputs.update(result.renamed_outputs)
         combined.added_params.update(result.added_params)
         combined.preserves_forward = combined.preserves_forward and result.preserves_forward
+        combined.rewound += [name for name in result.rewound if name not in combined.rewound]
     combined.description = "; ".join(descriptions)
     definition.name = new_name
     definition.decorator_list = [ast.parse(decorator, mode="eval").body]
@@ -539,6 +546,24 @@ def _trips(loop: ast.For | ast.While, context: Context) -> int:
     return UNROLL
 
 
+def _bound_unknown(loop: ast.For | ast.While, context: Context) -> bool:
+    """Whether the loop's trip count is a guess: a `while`, or a range whose stop is neither a
+    constant, an integer parameter nor an array's extent."""
+    if isinstance(loop, ast.While):
+        return True
+    args = loop.iter.args
+    stop = args[1] if len(args) >= 2 else args[0]
+    if _constant(stop, context) is not None:
+        return False
+    if isinstance(stop, ast.Name) and stop.id in context.int_bounds:
+        return False
+    if (isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape"
+            and isinstance(stop.value.value, ast.Name) and stop.value.value.id in context.array_ndims):
+        return False
+    names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
+    return not (names and names <= set(context.int_bounds))
+
+
 def _unroll(loop: ast.For | ast.While, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
     """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced
     unroll); `while c:` -> the same static loop running the body while `c` holds. A `break` becomes
@@ -652,22 +677,36 @@ def _unrolled_size(statement: ast.stmt, loops: list[ast.stmt], trips: dict[int, 
 def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, context: Context) -> SafeForm:
     if not loops:
         raise NoSafeForm(f"no dynamic `for ... in range(...)` loop {why}")
-    bodies, depth = 1, {}
+    depth = {}
     for loop in loops:
         if not (isinstance(loop, ast.While) or _range_loop(loop)):
             raise NoSafeForm("a loop that is not `for ... in range(...)` or `while`")
         nested = sum(1 for other in loops if other is not loop and any(n is loop for n in ast.walk(other)))
         depth[id(loop)] = nested
     trips = {id(loop): _trips(loop, context) for loop in loops}
-    for loop in loops:
-        copies = trips[id(loop)]
-        for outer in loops:
-            if outer is not loop and any(n is loop for n in ast.walk(outer)):
-                copies *= trips[id(outer)]
-        bodies = max(bodies, copies)
+
+    def sizes() -> tuple[int, int]:
+        bodies = 1
+        for loop in loops:
+            copies = trips[id(loop)]
+            for outer in loops:
+                if outer is not loop and any(n is loop for n in ast.walk(outer)):
+                    copies *= trips[id(outer)]
+            bodies = max(bodies, copies)
+        return bodies, sum(_unrolled_size(l, loops, trips) for l in loops if depth[id(l)] == 0)
+
+    bodies, statements = sizes()
+    # A loop whose trip count is a guess (a `while`, a range up to a value computed in the
+    # function) gets as many trips as fit: a draw that needs more makes a safe form whose forward
+    # differs, which says so.
+    guessed = [loop for loop in loops if _bound_unknown(loop, context)]
+    while ((bodies > min(UNROLL_BUDGET, context.budget) or statements > context.statements)
+           and any(trips[id(loop)] > MIN_GUESSED_TRIPS for loop in guessed)):
+        for loop in guessed:
+            trips[id(loop)] = max(MIN_GUESSED_TRIPS, trips[id(loop)] - 1)
+        bodies, statements = sizes()
     if bodies > min(UNROLL_BUDGET, context.budget):
         raise NoSafeForm(f"unrolling {len(loops)} loop(s) would copy a body {bodies} times")
-    statements = sum(_unrolled_size(l, loops, trips) for l in loops if depth[id(l)] == 0)
     if statements > context.statements:
         raise NoSafeForm(f"unrolling {len(loops)} loop(s) would add {statements} statements: too large to compile")
     context.budget -= bodies
@@ -792,11 +831,50 @@ def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int
     return SafeForm("", f"{count} square root(s) guarded at zero", {}, {}, preserves_forward=True)
 
 
+_COUNTER_ATOMICS = {"atomic_add": "_wl_take", "atomic_sub": "_wl_give"}
+
+
+def _replayed_counter(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL111: the statement's `wp.atomic_add(counter, i, n)` becomes a plain read and store of the
+    counter (`_wl_take`), which the backward pass replays where it skips the atomic (and leaves its
+    result 0); the harness puts the counter back before the backward pass, so the replay hands each
+    thread the slot of the forward pass, as a `@wp.func_replay` returning the recorded slot does.
+    Threads replay in launch order on the CPU; on a GPU, where they need not, the counterfactual
+    may disagree and decide nothing."""
+    counters: list[str] = []
+
+    class Replayed(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            self.generic_visit(node)
+            helper = _COUNTER_ATOMICS.get(_callee(node) or "")
+            if helper is None or len(node.args) != 3 or node.keywords:
+                return node
+            counter = node.args[0]
+            if isinstance(counter, ast.Name) and counter.id in context.params:
+                counters.append(counter.id)
+            elif (isinstance(counter, ast.Attribute) and isinstance(counter.value, ast.Name)
+                  and counter.value.id in context.params):
+                counters.append(f"{counter.value.id}.{counter.attr}")  # a struct's array field
+            else:
+                return node
+            return _call(helper, *node.args)
+
+    block[index] = Replayed().visit(block[index])
+    if not counters:
+        raise NoSafeForm("no wp.atomic_add(counter, i, n) / wp.atomic_sub on an array parameter in the flagged "
+                         "statement")
+    names = ", ".join(f"`{name}`" for name in dict.fromkeys(counters))
+    return SafeForm("", f"the atomic on {names} made a read and store the backward pass replays, with the counter "
+                        "put back before it (each thread's adjoint then reads its own slot, as a @wp.func_replay "
+                        "returning the recorded slot gives)",
+                    {}, {}, preserves_forward=True, rewound=list(dict.fromkeys(counters)))
+
+
 # Forms of the whole function rather than of a statement (their line is ignored).
 STATIC_ALL_LOOPS = "static-all-loops"
 WHOLE_FUNCTION_FORMS = {STATIC_ALL_LOOPS}
 # Forms that rewrite expressions of the statement and leave the statement itself in its block.
-IN_PLACE_FORMS = {"select-branch", "guarded-sqrt"}
+IN_PLACE_FORMS = {"select-branch", "guarded-sqrt", "replayed-counter"}
 
 SAFE_FORMS = {
     "redirect-write": _redirect_write,
@@ -805,6 +883,7 @@ SAFE_FORMS = {
     "static-feeding-loops": _static_feeding_loops,
     "select-branch": _select_branch,
     "guarded-sqrt": _guarded_sqrt,
+    "replayed-counter": _replayed_counter,
     STATIC_ALL_LOOPS: _static_all_loops,
 }
 
@@ -831,6 +910,20 @@ def _wl_unselected_nonfinite(c: _wl_Any, taken: _wl_Any, other: _wl_Any):
     if c:
         return _wl_nonfinite(other)
     return _wl_nonfinite(taken)
+
+
+@_wl_wp.func
+def _wl_take(counter: _wl_wp.array(dtype=_wl_Any), i: int, n: _wl_Any):
+    old = counter[i]
+    counter[i] = old + n
+    return old
+
+
+@_wl_wp.func
+def _wl_give(counter: _wl_wp.array(dtype=_wl_Any), i: int, n: _wl_Any):
+    old = counter[i]
+    counter[i] = old - n
+    return old
 
 
 @_wl_wp.func

@@ -674,6 +674,14 @@ class LaunchPlan:
         self.length *= 2
         return True
 
+    def single_thread(self, why: str) -> bool:
+        """Launch one thread from the next draw on; False when it already does."""
+        if all(extent == 1 for extent in self.dim):
+            return False
+        self.dim = tuple(1 for _ in self.dim)
+        self.same_work = why
+        return True
+
     @property
     def float_arrays(self) -> list[str]:
         """Every float array, the array fields of struct arguments (``param.field``) included:
