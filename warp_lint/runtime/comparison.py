@@ -117,12 +117,14 @@ class LaunchUnderTest:
     none, so they stay as given).
     """
 
+    # Arrays put back to their snapshot between the recorded forward and the backward pass.
+    rewound: tuple[str, ...] = ()
+
     def __init__(self, kernel: Any, dim: Any, args: Sequence[Any], device: Any = None, rewound: Sequence[str] = ()):
         self.kernel = kernel
         self.dim = dim
         self.device = device
-        # Arrays put back to their snapshot between the recorded forward and the backward pass.
-        self.rewound = list(rewound)
+        self.rewound = tuple(rewound)
         names = [arg.label for arg in kernel.adj.args]
         if len(names) != len(args):
             raise ValueError(f"kernel {kernel.key} takes {len(names)} arguments, {len(args)} were given")
