@@ -29,9 +29,9 @@ class AtomicCounterIndex(Rule):
 
     ## Why is this bad?
     The backward pass replays the forward code but skips atomics: there the slot the atomic
-    returned is 0, so each thread's adjoint reads the gradient of slot 0 instead of its own
-    (measured on 1.19.0: the counter is not incremented again, every thread reads slot 0). Measured on 1.12.1 through
-    1.19.0 with three threads compacting `out[slot] = 2 * x[i]`: AD `[2.27, 0, 0]` against finite
+    returned is 0, so each thread's adjoint reads the gradient of slot 0 instead of its own (on
+    1.19.0 the counter is left as the forward pass left it). Measured on 1.12.1 through 1.19.0
+    with three threads compacting `out[slot] = 2 * x[i]`: AD `[2.27, 0, 0]` against finite
     differences `[2.27, 1.54, 1.08]`. Moving the reservation into a `@wp.func` with a
     `@wp.func_replay` that returns the slot recorded in the forward pass gives the right gradient.
 
@@ -47,8 +47,7 @@ class AtomicCounterIndex(Rule):
     gradcheck; confirmed when the flagged atomic, made a plain read and store of the counter that
     the backward pass replays (with the counter put back before it, so each thread's adjoint reads
     the slot it wrote, as a `@wp.func_replay` returning the recorded slot gives), removes the
-    disagreement. Measured on 1.19.0: the backward pass skips the atomic and its result is 0 there,
-    so every thread's adjoint reads slot 0.
+    disagreement.
     """
 
     code = "WL111"
