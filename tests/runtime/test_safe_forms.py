@@ -63,3 +63,22 @@ def test_a_counter_atomic_becomes_a_replayed_read_and_store_of_the_counter_put_b
     assert skipped == [], skipped
     assert "slot = _wl_take(counter, 0, 1)" in form.source
     assert form.rewound == ["counter"] and form.preserves_forward
+
+
+def test_a_loop_an_earlier_rewrite_made_static_is_not_unrolled_again_for_a_nested_loops_break():
+    source = textwrap.dedent('''
+        def walk(x: float, n: int, m: int):
+            y = x
+            while n > 0:
+                n -= 1
+                y = y * 0.5
+                for k in range(m):
+                    if y > 1.0:
+                        break
+                    y = y + 1.0
+            return y
+    ''').lstrip("\n")
+    form, skipped = safe_forms([("static-enclosing-loops", 5), ("static-enclosing-loops", 9)], source, "copy",
+                               "wp.func", ["x", "n", "m"])
+    assert [spec for spec, _ in skipped] == [], skipped
+    assert "while" not in form.source and "break" not in form.source

@@ -514,10 +514,12 @@ def _constant(node: ast.expr, context: Context) -> int | None:
 
 def _dynamic(loop: ast.stmt, context: Context) -> bool:
     """Whether Warp generates a dynamic loop (whose adjoint replays final values) for ``loop``."""
+    if getattr(loop, "lineno", None) is None:
+        return False  # a static loop an earlier rewrite made
     if not _range_loop(loop):
         return True  # while loops, iteration over arrays
-    if any(isinstance(n, ast.Break) for n in ast.walk(loop)):
-        return True
+    if any(isinstance(n, ast.Break) for n in _own_nodes(loop.body)):
+        return True  # Warp keeps a loop with its own `break` dynamic (a nested loop's is the nested loop's)
     bounds = [_constant(a, context) for a in loop.iter.args]
     if any(b is None for b in bounds) or (len(bounds) == 3 and bounds[2] == 0):
         return True
