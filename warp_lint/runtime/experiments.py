@@ -623,8 +623,8 @@ class FileSession:
             if plan.single_thread(HUNG_SINGLE_THREAD):
                 explored[-1]["launch_dim_from_now"] = list(plan.dim)
 
-        fills = [f for f in fills_for(prepared.facts, prepared.value_dependent)
-                 if f.describe() not in hung_fills] or fills_for(prepared.facts, prepared.value_dependent)
+        every_fill = fills_for(prepared.facts, prepared.value_dependent)
+        fills = [f for f in every_fill if f.describe() not in hung_fills] or every_fill
         if prepared.key in self._ended:
             # Draws of a kernel that hangs wait out the probe's limit: what ended for one of its
             # findings is tried first for the next.

@@ -527,43 +527,33 @@ def _dynamic(loop: ast.stmt, context: Context) -> bool:
     return not forced and len(range(*bounds)) > context.max_unroll
 
 
-def _trips(loop: ast.For | ast.While, context: Context) -> int:
-    """How many iterations the loop can run on synthesized inputs: its unroll count (a `while`
-    loop: UNROLL; one that runs longer makes a safe form whose forward differs, which says so)."""
+def _known_trips(loop: ast.For | ast.While, context: Context) -> int | None:
+    """The loop's unroll count where its bound is known (a constant, an integer parameter, an
+    array's extent, an expression of integer parameters); None where it is a guess (a `while`, a
+    range up to a value the function computes)."""
     if isinstance(loop, ast.While):
-        return UNROLL
+        return None
     args = loop.iter.args
     stop = args[1] if len(args) >= 2 else args[0]
     known = _constant(stop, context)
     if known is not None:
         return max(0, min(known, UNROLL))
-    names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
     if isinstance(stop, ast.Name) and stop.id in context.int_bounds:
         return min(context.int_bounds[stop.id], UNROLL)
     if (isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape"
             and isinstance(stop.value.value, ast.Name) and stop.value.value.id in context.array_ndims):
         return 16 if context.array_ndims[stop.value.value.id] == 1 else 4
-    if names and names <= set(context.int_bounds) and len(args) < 2:
-        return UNROLL
-    return UNROLL
-
-
-def _bound_unknown(loop: ast.For | ast.While, context: Context) -> bool:
-    """Whether the loop's trip count is a guess: a `while`, or a range whose stop is neither a
-    constant, an integer parameter nor an array's extent."""
-    if isinstance(loop, ast.While):
-        return True
-    args = loop.iter.args
-    stop = args[1] if len(args) >= 2 else args[0]
-    if _constant(stop, context) is not None:
-        return False
-    if isinstance(stop, ast.Name) and stop.id in context.int_bounds:
-        return False
-    if (isinstance(stop, ast.Subscript) and isinstance(stop.value, ast.Attribute) and stop.value.attr == "shape"
-            and isinstance(stop.value.value, ast.Name) and stop.value.value.id in context.array_ndims):
-        return False
     names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
-    return not (names and names <= set(context.int_bounds))
+    if names and names <= set(context.int_bounds):
+        return UNROLL
+    return None
+
+
+def _trips(loop: ast.For | ast.While, context: Context) -> int:
+    """How many iterations the loop can run on synthesized inputs: its unroll count (a loop of
+    unknown bound: UNROLL; one that runs longer makes a safe form whose forward differs, which says so)."""
+    known = _known_trips(loop, context)
+    return UNROLL if known is None else known
 
 
 def _unroll(loop: ast.For | ast.While, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
@@ -701,7 +691,7 @@ def _unroll_all(definition: ast.FunctionDef, loops: list[ast.stmt], why: str, co
     # A loop whose trip count is a guess (a `while`, a range up to a value computed in the
     # function) gets as many trips as fit: a draw that needs more makes a safe form whose forward
     # differs, which says so.
-    guessed = [loop for loop in loops if _bound_unknown(loop, context)]
+    guessed = [loop for loop in loops if _known_trips(loop, context) is None]
     while ((bodies > min(UNROLL_BUDGET, context.budget) or statements > context.statements)
            and any(trips[id(loop)] > MIN_GUESSED_TRIPS for loop in guessed)):
         for loop in guessed:
