@@ -9,11 +9,15 @@ normal values, unit quaternions and rotations, integer indices ``i % n``, counts
 thread count, structs filled field by field the same way, their array fields differentiated; for a
 value-dependent finding the singular configuration a user meets: coincident points, zero vectors,
 large exponents), and compares the full Jacobian from ``wp.Tape`` with central finite
-differences at two steps in float64 arithmetic. None of warp-lint's runtime code is used; a
-generic definition is taken at the concrete types the verdict names (``instantiated_as``), which
-fix no value. A confirmed verdict is judged right when the check finds a converged disagreement, a
-cleared one when it finds agreement with a non-zero Jacobian; anything else is printed for a
-human look and recorded as ``wrong`` (or ``undecided`` when the check cannot run the kernel).
+differences at two steps in float64 arithmetic (an entry at a kink of the function, where the
+one-sided quotients differ at both steps and AD lies between them, is not compared). It looks for a converged disagreement over up to
+four input settings (integers ``i % N``, then every integer the same value: which branches run
+depends on them), each finite, moving an output and running the flagged statement, and stops at
+the first. None of warp-lint's runtime code is used; a generic definition is taken at the concrete
+types the verdict names (``instantiated_as``), which fix no value. A confirmed verdict is judged
+right when the check finds a converged disagreement, a cleared one when it finds none at any
+setting and a non-zero Jacobian; anything else is printed for a human look and recorded as
+``wrong`` (or ``undecided`` when the check cannot run the kernel).
 The judgements go to ``--out`` (JSON), one per verdict, with the numbers.
 """
 
@@ -310,80 +314,120 @@ CHECK = textwrap.dedent('''
         wp.synchronize()
         return int(hits.numpy()[0])
 
-    ran = None
-    for ints in [None, *range(8)] if counted is not None else [None]:
-        # With every integer the same, every thread would work on the same elements: one thread.
-        threads = dim if ints is None else 1
-        for mode in ("normal", "unit", "positive"):
-            args, float_arrays = make(mode, ints)
-            probe = run(args)
-            launch(probe)
-            outputs = [w for w in float_arrays if not np.array_equal(slot(args, w).numpy(), slot(probe, w).numpy())]
-            finite = all(np.all(np.isfinite(slot(probe, w).numpy())) for w in float_arrays)
-            ran = reached(args) if counted is not None else None
-            if finite and outputs and ran != 0:
-                break
-        if finite and outputs and ran != 0:
-            break
-    if not outputs:
-        print(json.dumps({"outcome": "no-output", "mode": mode})); sys.exit(0)
-    if ran == 0:
-        print(json.dumps({"outcome": "not-reached", "mode": mode})); sys.exit(0)
-    inputs = list(float_arrays)
+    def settings():
+        # Input settings this check can use: the inputs are finite, move an output, and run the
+        # flagged statement. One per integer setting (indices i % N, then every integer the same),
+        # the first value mode that works: the integers decide which branches run.
+        global threads
+        last = ("no-output", None)
+        for ints in [None, *range(8)] if counted is not None else [None]:
+            # With every integer the same, every thread would work on the same elements: one thread.
+            threads = dim if ints is None else 1
+            for mode in ("normal", "unit", "positive"):
+                args, float_arrays = make(mode, ints)
+                probe = run(args)
+                launch(probe)
+                outputs = [w for w in float_arrays
+                           if not np.array_equal(slot(args, w).numpy(), slot(probe, w).numpy())]
+                finite = all(np.all(np.isfinite(slot(probe, w).numpy())) for w in float_arrays)
+                ran = reached(args) if counted is not None else None
+                if finite and outputs and ran != 0:
+                    yield {"mode": mode, "ints": ints, "threads": threads, "args": args,
+                           "float_arrays": float_arrays, "outputs": outputs, "ran": ran}
+                    break
+                last = ("not-reached" if outputs and ran == 0 else "no-output", mode)
+        settings.last = last
 
     def values(arrays, where):
         return slot(arrays, where).numpy().astype(np.float64).ravel()
 
-    # FD: one column per input scalar, at two steps (a disagreement counts where they agree).
-    fd = {}
-    for inp in inputs:
-        base = values(args, inp)
-        shape = slot(args, inp).numpy().shape
-        for j in range(base.size):
-            columns = []
-            for h in (1e-2 * max(1.0, abs(base[j])), 1e-3 * max(1.0, abs(base[j]))):
-                plus, minus = base.copy(), base.copy()
-                plus[j] += h
-                minus[j] -= h
-                up = run(args, {inp: plus.reshape(shape)})
-                launch(up)
-                down = run(args, {inp: minus.reshape(shape)})
-                launch(down)
-                columns.append({out: (values(up, out) - values(down, out)) / (2 * h) for out in outputs})
-            fd[(inp, j)] = columns
-    worst = {"abs": 0.0, "where": None}
-    nonzero = disagree = converged_disagree = False
-    for out in outputs:
-        out_size = values(args, out).size
-        for k in range(out_size):
-            copy = run(args)
-            tape = wp.Tape()
-            with tape:
-                launch(copy)
-            seed = np.zeros(out_size)
-            seed[k] = 1.0
-            target_array = slot(copy, out)
-            tape.backward(grads={target_array: wp.array(seed.reshape(target_array.numpy().shape),
-                                                         dtype=target_array.dtype, shape=target_array.shape)})
-            for inp in inputs:
-                ad = slot(copy, inp).grad.numpy().astype(np.float64).ravel()
-                for j in range(ad.size):
-                    coarse, fine = (column[out][k] for column in fd[(inp, j)])
-                    nonzero = nonzero or abs(coarse) > 1e-3 or abs(ad[j]) > 1e-3
-                    bound = 2e-3 + 2e-2 * abs(coarse)
-                    if np.isfinite(ad[j]) and abs(ad[j] - coarse) <= bound:
-                        continue
-                    disagree = True
-                    if np.isfinite(coarse) and abs(coarse - fine) <= bound:
-                        converged_disagree = True
-                        error = abs(ad[j] - coarse) if np.isfinite(ad[j]) else float("inf")
-                        if error >= worst["abs"]:
-                            worst = {"abs": error, "where": f"d {label(out)}[{k}] / d {label(inp)}[{j}]",
-                                     "ad": float(ad[j]), "fd": float(coarse)}
-    print(json.dumps({"outcome": "checked", "mode": mode, "integers": "i % N" if ints is None else f"all {ints}",
-                      "flagged_statement_ran": ran, "disagree": bool(converged_disagree),
-                      "unconverged_disagreement": bool(disagree and not converged_disagree), "nonzero": bool(nonzero),
-                      "worst": worst, "dim": threads}, default=str))
+    def compare(setting):
+        # The full Jacobian from wp.Tape against central FD at two steps (a disagreement counts
+        # where the two steps agree: FD has converged there).
+        global threads
+        threads = setting["threads"]
+        args, inputs, outputs = setting["args"], list(setting["float_arrays"]), setting["outputs"]
+        fd = {}
+        at_base = run(args)
+        launch(at_base)
+        base_out = {out: values(at_base, out) for out in outputs}
+        for inp in inputs:
+            base = values(args, inp)
+            shape = slot(args, inp).numpy().shape
+            for j in range(base.size):
+                columns = []
+                for h in (1e-2 * max(1.0, abs(base[j])), 1e-3 * max(1.0, abs(base[j]))):
+                    plus, minus = base.copy(), base.copy()
+                    plus[j] += h
+                    minus[j] -= h
+                    up = run(args, {inp: plus.reshape(shape)})
+                    launch(up)
+                    down = run(args, {inp: minus.reshape(shape)})
+                    launch(down)
+                    columns.append({out: ((values(up, out) - values(down, out)) / (2 * h),
+                                          (values(up, out) - base_out[out]) / h,
+                                          (base_out[out] - values(down, out)) / h) for out in outputs})
+                fd[(inp, j)] = columns
+        worst = {"abs": 0.0, "where": None}
+        nonzero = disagree = converged_disagree = False
+        for out in outputs:
+            out_size = values(args, out).size
+            for k in range(out_size):
+                copy = run(args)
+                tape = wp.Tape()
+                with tape:
+                    launch(copy)
+                seed = np.zeros(out_size)
+                seed[k] = 1.0
+                target_array = slot(copy, out)
+                tape.backward(grads={target_array: wp.array(seed.reshape(target_array.numpy().shape),
+                                                             dtype=target_array.dtype, shape=target_array.shape)})
+                for inp in inputs:
+                    ad = slot(copy, inp).grad.numpy().astype(np.float64).ravel()
+                    for j in range(ad.size):
+                        (coarse, *sides), (fine, *sides_half) = ((q[k] for q in column[out]) for column in fd[(inp, j)])
+                        nonzero = nonzero or abs(coarse) > 1e-3 or abs(ad[j]) > 1e-3
+                        bound = 2e-3 + 2e-2 * abs(coarse)
+                        if np.isfinite(ad[j]) and abs(ad[j] - coarse) <= bound:
+                            continue
+                        # A kink (max(a, b) at a == b): the one-sided quotients differ by the same
+                        # at both steps and AD takes a side or between; no derivative to compare.
+                        gap, gap_half = abs(sides[0] - sides[1]), abs(sides_half[0] - sides_half[1])
+                        if (gap > bound and gap_half > 0.75 * gap and np.isfinite(ad[j])
+                                and min(*sides, *sides_half) - bound <= ad[j] <= max(*sides, *sides_half) + bound):
+                            continue
+                        disagree = True
+                        if np.isfinite(coarse) and abs(coarse - fine) <= bound:
+                            converged_disagree = True
+                            error = abs(ad[j] - coarse) if np.isfinite(ad[j]) else float("inf")
+                            if error >= worst["abs"]:
+                                worst = {"abs": error, "where": f"d {label(out)}[{k}] / d {label(inp)}[{j}]",
+                                         "ad": float(ad[j]), "fd": float(coarse)}
+        return {"mode": setting["mode"], "integers": "i % N" if setting["ints"] is None else f"all {setting['ints']}",
+                "flagged_statement_ran": setting["ran"], "disagree": bool(converged_disagree),
+                "unconverged_disagreement": bool(disagree and not converged_disagree), "nonzero": bool(nonzero),
+                "worst": worst, "dim": setting["threads"]}
+
+    # A confirmed verdict claims inputs exist where the gradient is wrong; a cleared one, that
+    # the statement does not make it wrong. The check looks for a converged disagreement over
+    # up to MAX_SETTINGS settings, stopping at the first; the same search for both verdicts.
+    MAX_SETTINGS = 4
+    checked = []
+    for setting in settings():
+        checked.append(compare(setting))
+        if checked[-1]["disagree"] or len(checked) == MAX_SETTINGS:
+            break
+    if not checked:
+        outcome, mode = settings.last
+        print(json.dumps({"outcome": outcome, "mode": mode})); sys.exit(0)
+    found = next((c for c in checked if c["disagree"]), None)
+    summary = dict(found or max(checked, key=lambda c: c["worst"]["abs"]))
+    summary.update(outcome="checked", settings_checked=len(checked),
+                   disagree=found is not None, nonzero=any(c["nonzero"] for c in checked),
+                   unconverged_disagreement=found is None and any(c["unconverged_disagreement"] for c in checked),
+                   settings=[{k: c[k] for k in ("mode", "integers", "flagged_statement_ran", "disagree", "nonzero")}
+                             for c in checked])
+    print(json.dumps(summary, default=str))
 ''')
 
 
