@@ -90,3 +90,25 @@ def test_tolerances_can_be_tightened_until_fd_noise_fails(warp_in_process, api_k
     y = wp.zeros(N, dtype=float, requires_grad=True, device=device)
     result = gradcheck(api_kernels.smooth, N, [x], [y], atol=0.0, rtol=1e-9, raise_exception=False)
     assert not result.passed
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_a_kink_where_ad_takes_one_side_is_no_disagreement_and_a_wrong_derivative_next_to_it_is(
+        warp_in_process, api_kernels, device):
+    wp = warp_in_process
+    a = _array(wp, [0.5, 1.0, 2.0], device)
+    b = _array(wp, [0.7, 1.0, 1.0], device)  # element 1 sits on the kink a == b
+    y = wp.zeros(3, dtype=float, requires_grad=True, device=device)
+    result = gradcheck(api_kernels.larger_of, 3, [a, b], [y])
+    assert result.passed, result.table()
+    assert sum(p.entries_at_kink for p in result.pairs) == 2  # d y[1] / d a[1] and d y[1] / d b[1]
+    assert "at a kink" in result.pairs[0].criterion
+
+    directional = gradcheck(api_kernels.larger_of, 3, [a, b], [y], fast_mode=True, raise_exception=False)
+    assert {p.status for p in directional.pairs} <= {"pass", "fd-not-converged"}
+    assert not any(p.status == "fail" for p in directional.pairs)
+
+    # Off the kink, a hazard still fails: the in-place square has no kink to hide behind.
+    square = gradcheck(api_kernels.square_in_place, N, [_array(wp, np.linspace(0.5, 1.5, N), device)],
+                       raise_exception=False)
+    assert square.pairs[0].status == "fail" and square.pairs[0].entries_at_kink == 0

@@ -226,6 +226,9 @@ class PairResult:
     entries_failed: int = 0
     entries_checked: int = 0
     nondeterminism: float | None = None
+    # Entries at a kink of the function (its one-sided derivatives differ) where AD lies between
+    # them: there is no derivative to compare, so they neither fail nor pass the pair.
+    entries_at_kink: int = 0
 
     @property
     def passed(self) -> bool:
@@ -303,6 +306,26 @@ def _step_sizes(values: np.ndarray, eps: float) -> np.ndarray:
     return eps * np.maximum(1.0, np.abs(values))
 
 
+def at_kink(ad: np.ndarray | float, one_sided: Sequence[tuple[Any, Any]], tol: Tolerances) -> np.ndarray | bool:
+    """Where the function has a kink and AD takes a derivative it allows.
+
+    ``one_sided`` holds (forward, backward) difference quotients at the step and at half of it.
+    At a kink (``max(a, b)`` with ``a == b``, ``abs(x)`` at 0) they differ by the same amount at
+    both steps, and the central difference converges to their mean, which is no derivative of
+    the function: AD there may take either side or anything between. On a smooth function they
+    differ by about ``h * f''``, which halves with the step."""
+    (forward, backward), (forward_half, backward_half) = (tuple(np.asarray(v, dtype=np.float64) for v in pair)
+                                                          for pair in one_sided)
+    with np.errstate(invalid="ignore"):
+        gap, gap_half = np.abs(forward - backward), np.abs(forward_half - backward_half)
+        bound = _bound(np.maximum(np.abs(forward), np.abs(backward)), tol)
+        kink = (gap > bound) & (gap_half > 0.75 * gap)
+        low = np.minimum(np.minimum(forward, backward), np.minimum(forward_half, backward_half)) - bound
+        high = np.maximum(np.maximum(forward, backward), np.maximum(forward_half, backward_half)) + bound
+        between = np.isfinite(ad) & (ad >= low) & (ad <= high)
+    return kink & between
+
+
 def compare_launch(
     launch: LaunchUnderTest,
     input_names: Sequence[str],
@@ -356,16 +379,21 @@ def compare_launch(
                 (float(np.max(np.abs(again[i] - ad_vjp[out][i]), initial=0.0)) for i in input_names), default=0.0
             )
 
-    # FD directional: two launches per input per step size.
+    # FD directional: two launches per input per step size; the one-sided quotients tell a kink.
     fd_dir: dict[str, dict[str, tuple[float, float]]] = {}
+    one_sided: dict[str, dict[str, list[tuple[float, float]]]] = {}
     for inp in input_names:
         x = base_inputs[inp]
         t = tolerances.eps * max(1.0, float(np.max(np.abs(x), initial=0.0)))
         estimates = []
+        one_sided[inp] = {out: [] for out in output_names}
         for step in (t, t / 2):
             plus = launch.forward({inp: x + step * in_dirs[inp]})
             minus = launch.forward({inp: x - step * in_dirs[inp]})
             estimates.append({out: float(out_dirs[out] @ (plus[out] - minus[out])) / (2 * step) for out in output_names})
+            for out in output_names:
+                one_sided[inp][out].append((float(out_dirs[out] @ (plus[out] - base[out])) / step,
+                                            float(out_dirs[out] @ (base[out] - minus[out])) / step))
         fd_dir[inp] = {out: (estimates[0][out], estimates[1][out]) for out in output_names}
 
     pairs: list[PairResult] = []
@@ -378,7 +406,8 @@ def compare_launch(
             if not fast_mode and small:
                 pair = _compare_full_jacobian(launch, inp, out, base_inputs[inp], tolerances, directional)
             else:
-                pair = _judge_directional(inp, out, ad_d, fd_d, fd_d_half, tolerances, directional)
+                pair = _judge_directional(inp, out, ad_d, fd_d, fd_d_half, tolerances, directional,
+                                          kink=bool(at_kink(ad_d, one_sided[inp][out], tolerances)))
                 pair.ad_identically_zero = bool(np.all(ad_vjp[out][inp] == 0.0))
             if out in nondeterminism:
                 pair.nondeterminism = nondeterminism[out]
@@ -394,7 +423,8 @@ def compare_launch(
 
 
 def _judge_directional(
-    inp: str, out: str, ad: float, fd: float, fd_half: float, tol: Tolerances, directional: dict[str, Any]
+    inp: str, out: str, ad: float, fd: float, fd_half: float, tol: Tolerances, directional: dict[str, Any],
+    kink: bool = False,
 ) -> PairResult:
     error = abs(ad - fd)
     rel = error / max(abs(fd), tol.atol)
@@ -404,6 +434,10 @@ def _judge_directional(
         status, criterion = "non-finite", "finite differences are not finite"
     elif not math.isfinite(ad):
         status, criterion = "fail", f"AD directional derivative is {ad!r} while FD is {fd:.6g}"
+    elif error > _bound(fd, tol) and kink:
+        status = "fd-not-converged"
+        criterion = (f"directional: the function has a kink along the direction (its one-sided derivatives "
+                     f"differ) and AD ({ad:.6g}) lies between them: no derivative to compare")
     elif error > _bound(fd, tol):
         if fd_converged and abs(ad - fd_half) > _bound(fd_half, tol):
             status = "fail"
@@ -430,6 +464,7 @@ def _judge_directional(
         jacobian_checked=False,
         entries_failed=int(status == "fail"),
         entries_checked=1,
+        entries_at_kink=int(kink and error > _bound(fd, tol)),
     )
 
 
@@ -446,16 +481,20 @@ def _compare_full_jacobian(
         seed[k] = 1.0
         ad[k] = launch.backward({out: seed}, [inp])[inp]
 
-    # FD: column j from central differences at two step sizes.
+    # FD: column j from central differences at two step sizes; the one-sided quotients tell a kink.
     steps = _step_sizes(x, tol.eps)
+    at_base = launch.forward()[out]
     fd = np.zeros((n_out, n_in))
     fd_half = np.zeros((n_out, n_in))
+    one_sided = [tuple(np.zeros((n_out, n_in)) for _ in range(2)) for _ in range(2)]
     for j in range(n_in):
-        for target, h in ((fd, steps[j]), (fd_half, steps[j] / 2)):
+        for target, (forward, backward), h in ((fd, one_sided[0], steps[j]), (fd_half, one_sided[1], steps[j] / 2)):
             plus, minus = x.copy(), x.copy()
             plus[j] += h
             minus[j] -= h
-            target[:, j] = (launch.forward({inp: plus})[out] - launch.forward({inp: minus})[out]) / (2 * h)
+            up, down = launch.forward({inp: plus})[out], launch.forward({inp: minus})[out]
+            target[:, j] = (up - down) / (2 * h)
+            forward[:, j], backward[:, j] = (up - at_base) / h, (at_base - down) / h
 
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(ad - fd)
@@ -463,7 +502,10 @@ def _compare_full_jacobian(
         outside = ~(error <= bound)  # NaN counts as outside
         converged = np.abs(fd - fd_half) <= bound
         outside_half = ~(np.abs(ad - fd_half) <= _bound(fd_half, tol))
-        decisive = outside & converged & outside_half & np.isfinite(fd)
+        kink = outside & at_kink(ad, one_sided, tol)
+        decisive = outside & converged & outside_half & np.isfinite(fd) & ~kink
+        outside &= ~kink
+        error = np.where(kink, 0.0, error)  # reported errors are of entries compared
         rel = error / np.maximum(np.abs(fd), tol.atol)
 
     fd_finite = bool(np.all(np.isfinite(fd)) and np.all(np.isfinite(fd_half)))
@@ -477,6 +519,7 @@ def _compare_full_jacobian(
 
     status, criterion = "pass", f"full Jacobian: {CRITERION}"
     entries_failed = int(np.count_nonzero(decisive | ad_nonfinite))
+    entries_at_kink = int(np.count_nonzero(kink))
     if np.any(ad_nonfinite):
         status = "fail"
         criterion = f"AD is not finite at {int(np.count_nonzero(ad_nonfinite))} entries where FD is finite"
@@ -501,6 +544,9 @@ def _compare_full_jacobian(
     fd_zero = bool(np.all(np.abs(fd) <= tol.atol))
     if status == "fail" and ad_zero and not fd_zero:
         criterion += "; AD is identically zero while FD is not (the gradient is dropped)"
+    if entries_at_kink:
+        criterion += (f"; {entries_at_kink} entries at a kink (one-sided derivatives differ, AD between them) "
+                      "not compared")
     return PairResult(
         input=inp,
         output=out,
@@ -517,4 +563,5 @@ def _compare_full_jacobian(
         jacobian_checked=True,
         entries_failed=entries_failed,
         entries_checked=int(ad.size),
+        entries_at_kink=entries_at_kink,
     )
