@@ -68,6 +68,7 @@ CASES = {
     "held_in_closure": (EARNED, "shaper", "WL103", [], [], {"function_kind": "func"}),
     "atomic_slot": (EARNED, "compact_doubled", "WL111", ["x", "counter"], ["out"], {}),
     "return_in_while": (EARNED, "halve_unless_large", "WL104", [], [], {"function_kind": "func"}),
+    "flip_elsewhere": (EARNED, "rotate_then_flip", "WL102", ["q", "f"], ["f"], {}),
 }
 
 
@@ -400,3 +401,11 @@ def test_a_draw_whose_backward_never_ends_moves_on_to_one_thread_and_the_next_fi
     assert rest and all(entry["inputs"] != hung["inputs"] for entry in rest)
     assert confirmation.evidence["launch_dim"] == [1]
     assert confirmation.status in (Status.CONFIRMED, Status.CLEARED), confirmation.reason
+
+
+def test_a_safe_form_pair_that_agrees_at_zero_explains_no_disagreement(verdicts):
+    confirmation = verdicts["flip_elsewhere"]
+    assert confirmation.status != Status.CONFIRMED, confirmation.reason
+    shadow = {p["input"]: p for p in confirmation.evidence["counterfactual"]["pairs"]}["q"]
+    assert shadow["status"] == "pass" and shadow["ad_identically_zero"] and shadow["fd_identically_zero"]
+    assert "explained_pairs" not in confirmation.evidence

@@ -804,8 +804,8 @@ class FileSession:
                                  f"on the same inputs ({counterfactual['forward_difference']:.3g}), so it is no "
                                  "counterfactual", **evidence)
         renamed = prepared.safe.renamed_outputs
-        statuses = {(p["input"], p["output"]): p["status"] for p in counterfactual["pairs"]}
-        explained = [p for p in failing if statuses.get((p.input, renamed.get(p.output, p.output))) == "pass"]
+        summaries = {(p["input"], p["output"]): p for p in counterfactual["pairs"]}
+        explained = [p for p in failing if _explains(summaries.get((p.input, renamed.get(p.output, p.output))), p)]
         remaining = [p for p in failing if p not in explained]
         if not explained:
             return self._isolate(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence)
@@ -959,12 +959,12 @@ class FileSession:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with {aside} the forward changes or is "
                                  "not finite", **evidence)
 
-        def status(record: dict, form: rewrite.SafeForm, pair: PairResult) -> str | None:
-            found = {(p["input"], p["output"]): p["status"] for p in record["pairs"]}
+        def summary(record: dict, form: rewrite.SafeForm, pair: PairResult) -> dict[str, Any] | None:
+            found = {(p["input"], p["output"]): p for p in record["pairs"]}
             return found.get((pair.input, form.renamed_outputs.get(pair.output, pair.output)))
 
-        mine = [p for p in failing
-                if status(all_safe, all_form, p) == "pass" and status(others_safe, others_form, p) == "fail"]
+        mine = [p for p in failing if _explains(summary(all_safe, all_form, p), p)
+                and (summary(others_safe, others_form, p) or {}).get("status") == "fail"]
         if mine:
             evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
             return self._in_one_thread(prepared, plan, draw, nondet_tol, {
@@ -1282,7 +1282,16 @@ def _pair_summary(pair: PairResult | dict) -> dict[str, Any]:
     pair = pair if isinstance(pair, dict) else pair.to_dict()
     return {key: pair.get(key) for key in ("input", "output", "status", "max_abs_error", "max_rel_error", "where")} | {
         "ad": pair.get("ad_at_worst"), "fd": pair.get("fd_at_worst"),
-        "ad_identically_zero": pair.get("ad_identically_zero")}
+        "ad_identically_zero": pair.get("ad_identically_zero"), "fd_identically_zero": pair.get("fd_identically_zero")}
+
+
+def _explains(rewritten: dict[str, Any] | None, failing: PairResult) -> bool:
+    """Whether the rewritten kernel's pair (summarized) agrees where ``failing`` did not. Agreement
+    at zero where the original's outputs moved with that input (a shadow array's entries may not)
+    compares another function and explains nothing."""
+    return (rewritten is not None and rewritten["status"] == "pass"
+            and not (rewritten.get("ad_identically_zero") and rewritten.get("fd_identically_zero")
+                     and not failing.fd_identically_zero))
 
 
 def _mismatch_sentence(pair: PairResult) -> str:
