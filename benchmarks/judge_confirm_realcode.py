@@ -17,7 +17,10 @@ the first. None of warp-lint's runtime code is used; a generic definition is tak
 types the verdict names (``instantiated_as``), which fix no value. A confirmed verdict is judged
 right when the check finds a converged disagreement, a cleared one when it finds none at any
 setting and a non-zero Jacobian; anything else is printed for a human look and recorded as
-``wrong`` (or ``undecided`` when the check cannot run the kernel).
+``wrong`` (or ``undecided`` when the check cannot run the kernel). A verdict cleared with the
+kernel's other hazards set aside (its evidence holds the isolation) says the kernel as written
+disagrees; where the check finds that disagreement it cannot tell whose it is, and records
+``undecided`` (``cleared-in-context``).
 The judgements go to ``--out`` (JSON), one per verdict, with the numbers.
 """
 
@@ -455,10 +458,17 @@ def judge(python: Path, number: int, path: str, finding: dict, cache: str) -> di
     except subprocess.TimeoutExpired:
         check = {"outcome": "timeout"}
     status = confirmation["status"]
+    # Cleared with the kernel's other hazards set aside: the verdict itself says the kernel as
+    # written disagrees (the others' doing), which this check, running the kernel as written,
+    # cannot set apart from the statement judged.
+    in_context = status == "cleared" and "isolation" in evidence
     if check.get("outcome") != "checked":
         judgement = "undecided"
     elif status == "confirmed":
         judgement = "right" if check["disagree"] else "wrong"
+    elif in_context and check["disagree"]:
+        judgement = "undecided"
+        check = {**check, "outcome": "cleared-in-context"}
     else:
         judgement = "right" if not check["disagree"] and check["nonzero"] else "wrong"
     print(f"{number:2d}. {judgement:9s} {status:9s} {finding['code']} {path}:{finding['line']} "
