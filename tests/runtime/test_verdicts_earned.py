@@ -69,6 +69,8 @@ CASES = {
     "atomic_slot": (EARNED, "compact_doubled", "WL111", ["x", "counter"], ["out"], {}),
     "return_in_while": (EARNED, "halve_unless_large", "WL104", [], [], {"function_kind": "func"}),
     "flip_elsewhere": (EARNED, "rotate_then_flip", "WL102", ["q", "f"], ["f"], {}),
+    "transform_value": (EARNED, "posed_points", "WL103", ["p", "q", "v"], ["out"], {}),
+    "clamped_gap": (EARNED, "clamped_gap", "WL110", ["a", "b"], ["out"], {}),
 }
 
 
@@ -409,3 +411,17 @@ def test_a_safe_form_pair_that_agrees_at_zero_explains_no_disagreement(verdicts)
     shadow = {p["input"]: p for p in confirmation.evidence["counterfactual"]["pairs"]}["q"]
     assert shadow["status"] == "pass" and shadow["ad_identically_zero"] and shadow["fd_identically_zero"]
     assert "explained_pairs" not in confirmation.evidence
+
+
+def test_a_transform_value_is_probed_through_its_translation(verdicts):
+    confirmation = verdicts["transform_value"]
+    assert confirmation.status == Status.CLEARED, confirmation.reason
+    through = confirmation.evidence["derivative_through_statement"]
+    assert through["measured"] and through["matters"]
+
+
+def test_a_value_exactly_zero_at_the_singular_point_still_shows_a_derivative_through_it(verdicts):
+    confirmation = verdicts["clamped_gap"]
+    assert confirmation.status == Status.CLEARED, confirmation.reason
+    assert confirmation.evidence["singular_point_hits"] > 0
+    assert confirmation.evidence["derivative_through_statement"]["matters"]

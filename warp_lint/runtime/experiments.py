@@ -1039,7 +1039,13 @@ class FileSession:
         if context is None and all(p.fd_identically_zero and p.ad_identically_zero for p in pairs):
             return _inconclusive(Reason.ZERO_JACOBIAN, "AD and finite differences are both zero for every pair: "
                                  "nothing was compared", **evidence)
-        through = self._derivative_through(prepared, plan, draws[0], np.random.default_rng(draws[0].seed))
+        # Any of the agreeing draws may show the derivative flowing through the statement: at one
+        # the value may sit where the kernel clamps it, or be cut off by an untaken branch.
+        for number, draw in enumerate(draws, start=1):
+            through = self._derivative_through(prepared, plan, draw, np.random.default_rng(draw.seed))
+            if not through["measured"] or through["matters"]:
+                break
+        through["draw"] = number
         evidence["derivative_through_statement"] = through
         if not through["measured"]:
             return _inconclusive(Reason.NOT_MEASURED, "AD matches finite differences, but whether a derivative flows "
@@ -1091,7 +1097,7 @@ class FileSession:
         if run.unprobed:
             draw.launch.restore()
             return {"measured": False, "why": f"the value {prepared.probed} is of a type the probe cannot scale "
-                                              "(an integer, a transform, a struct...)"}
+                                              "(an integer, a struct...)"}
         minus, _ = run(-PROBE_STEP)
         reach = max(float(np.max(np.abs(plus[n] - minus[n]), initial=0.0)) / (2 * PROBE_STEP) for n in draw.outputs)
         tolerance = DEFAULT_TOLERANCES[precision_of(draw.launch, draw.inputs + draw.outputs)]

@@ -926,15 +926,28 @@ def _wl_sqrt_guarded(q: _wl_Any):
     return q - q
 '''
 
+# The probe scales the value by (1 + s); a scalar also moves by s, so that a value that is exactly
+# zero (a square root at its singular point) still shows whether a derivative flows through it.
 _THROUGH = '''
 @_wl_wp.func
 def _wl_through(value: {annotation}, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
                 hits: _wl_wp.array(dtype=_wl_wp.int32)):
     {accumulate}
-    return value * {scalar}(1.0 + s)
+    return {probed}
 '''
 
-# Any other type (integers, transforms, structs...): passed on as it is, and counted as not probed.
+# A transform: its translation is probed (a scaled rotation is no rotation), the rotation passes on.
+_THROUGH_TRANSFORM = '''
+@_wl_wp.func
+def _wl_through(value: _wl_wp.types.transformation(dtype={scalar}), s: _wl_wp.float32,
+                tap: _wl_wp.array(dtype=_wl_wp.float32), k: int, hits: _wl_wp.array(dtype=_wl_wp.int32)):
+    p = _wl_wp.transform_get_translation(value)
+    q = _wl_wp.transform_get_rotation(value)
+    _wl_wp.atomic_add(tap, k, _wl_wp.float32(p[0] + {scalar}(2.0) * p[1] + {scalar}(3.0) * p[2]))
+    return _wl_wp.transformation(p * {scalar}(1.0 + s), q, dtype={scalar})
+'''
+
+# Any other type (integers, structs...): passed on as it is, and counted as not probed.
 _THROUGH_OTHERS = '''
 @_wl_wp.func
 def _wl_through(value: _wl_Any, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
@@ -947,23 +960,25 @@ _SCALARS = ("float16", "float32", "float64")
 
 
 def through_helpers() -> str:
-    """``_wl_through`` overloads: scalars, vectors, matrices and quaternions of each precision."""
+    """``_wl_through`` overloads: scalars, vectors, matrices, quaternions and transforms of each precision."""
     parts = []
     for scalar in _SCALARS:
         cast = f"_wl_wp.{scalar}"
-        parts.append(_THROUGH.format(annotation=f"_wl_wp.{scalar}", scalar=cast,
+        scaled = f"value * {cast}(1.0 + s)"
+        parts.append(_THROUGH.format(annotation=f"_wl_wp.{scalar}", probed=f"{scaled} + {cast}(s)",
                                      accumulate=f"_wl_wp.atomic_add(tap, k, _wl_wp.float32(value))"))
         sum_vector = ("t = _wl_wp.float32(0.0)\n    for i in range(len(value)):\n"
                       "        t += _wl_wp.float32(value[i]) * _wl_wp.float32(i + 1)\n    _wl_wp.atomic_add(tap, k, t)")
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.vector(length=_wl_Any, dtype=_wl_wp.{scalar})",
-                                     scalar=cast, accumulate=sum_vector))
+                                     probed=scaled, accumulate=sum_vector))
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.quaternion(dtype=_wl_wp.{scalar})",
-                                     scalar=cast, accumulate=sum_vector))
+                                     probed=scaled, accumulate=sum_vector))
         sum_matrix = ("t = _wl_wp.float32(0.0)\n    for r in range(len(value)):\n"
                       "        for c in range(len(value[r])):\n"
                       "            t += _wl_wp.float32(value[r][c]) * _wl_wp.float32(r + 3 * c + 1)\n"
                       "    _wl_wp.atomic_add(tap, k, t)")
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.matrix(shape=(_wl_Any, _wl_Any), dtype=_wl_wp.{scalar})",
-                                     scalar=cast, accumulate=sum_matrix))
+                                     probed=scaled, accumulate=sum_matrix))
+        parts.append(_THROUGH_TRANSFORM.format(scalar=cast))
     parts.append(_THROUGH_OTHERS)
     return "".join(parts)
