@@ -306,7 +306,7 @@ def _step_sizes(values: np.ndarray, eps: float) -> np.ndarray:
     return eps * np.maximum(1.0, np.abs(values))
 
 
-def at_kink(ad: np.ndarray | float, one_sided: Sequence[tuple[Any, Any]], tol: Tolerances) -> np.ndarray | bool:
+def _at_kink(ad: np.ndarray | float, one_sided: Sequence[tuple[Any, Any]], tol: Tolerances) -> np.ndarray | bool:
     """Where the function has a kink and AD takes a derivative it allows.
 
     ``one_sided`` holds (forward, backward) difference quotients at the step and at half of it.
@@ -407,7 +407,7 @@ def compare_launch(
                 pair = _compare_full_jacobian(launch, inp, out, base_inputs[inp], tolerances, directional)
             else:
                 pair = _judge_directional(inp, out, ad_d, fd_d, fd_d_half, tolerances, directional,
-                                          kink=bool(at_kink(ad_d, one_sided[inp][out], tolerances)))
+                                          kink=bool(_at_kink(ad_d, one_sided[inp][out], tolerances)))
                 pair.ad_identically_zero = bool(np.all(ad_vjp[out][inp] == 0.0))
             if out in nondeterminism:
                 pair.nondeterminism = nondeterminism[out]
@@ -502,7 +502,7 @@ def _compare_full_jacobian(
         outside = ~(error <= bound)  # NaN counts as outside
         converged = np.abs(fd - fd_half) <= bound
         outside_half = ~(np.abs(ad - fd_half) <= _bound(fd_half, tol))
-        kink = outside & at_kink(ad, one_sided, tol)
+        kink = outside & _at_kink(ad, one_sided, tol)
         decisive = outside & converged & outside_half & np.isfinite(fd) & ~kink
         outside &= ~kink
         error = np.where(kink, 0.0, error)  # reported errors are of entries compared
