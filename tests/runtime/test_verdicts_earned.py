@@ -71,6 +71,7 @@ CASES = {
     "flip_elsewhere": (EARNED, "rotate_then_flip", "WL102", ["q", "f"], ["f"], {}),
     "transform_value": (EARNED, "posed_points", "WL103", ["p", "q", "v"], ["out"], {}),
     "clamped_gap": (EARNED, "clamped_gap", "WL110", ["a", "b"], ["out"], {}),
+    "lopsided_gap": (EARNED, "lopsided_gap", "WL110", ["a", "b"], ["out"], {}),
 }
 
 
@@ -420,8 +421,11 @@ def test_a_transform_value_is_probed_through_its_translation(verdicts):
     assert through["measured"] and through["matters"]
 
 
-def test_a_value_exactly_zero_at_the_singular_point_still_shows_a_derivative_through_it(verdicts):
-    confirmation = verdicts["clamped_gap"]
+@pytest.mark.parametrize("marker", ["clamped_gap", "lopsided_gap"])
+def test_a_value_exactly_zero_at_the_singular_point_still_shows_a_derivative_through_it(verdicts, marker):
+    # clamped_gap: the first draw clamps every thread, a later one does not; lopsided_gap: every
+    # thread of every draw sits at zero.
+    confirmation = verdicts[marker]
     assert confirmation.status == Status.CLEARED, confirmation.reason
     assert confirmation.evidence["singular_point_hits"] > 0
     assert confirmation.evidence["derivative_through_statement"]["matters"]
