@@ -604,13 +604,6 @@ class FileSession:
         def done(draw: Draw) -> bool:
             return draw.finite and draw.ran and (not prepared.value_dependent or draw.singular > 0)
 
-        def hung_too_often() -> bool:
-            # Each hang waits out the probe's time limit; a branch of the kernel may hang (a walk
-            # over a made-up mesh) while others end, so a few are borne, per kernel (its other
-            # findings draw again), before giving up.
-            self._hangs[prepared.key] = self._hangs.get(prepared.key, 0) + 1
-            return self._hangs[prepared.key] >= HANGS_PER_KERNEL
-
         # Every thread must finish for a launch to: a path that never ends (a loop the backward
         # pass replays forever) taken by one thread of several hangs them all, where one thread
         # alone more often takes another. Known per kernel: its other findings start there.
@@ -618,10 +611,25 @@ class FileSession:
         if hung_fills:
             plan.single_thread(HUNG_SINGLE_THREAD)
 
-        def hung(draw: Draw) -> None:
+        def set_back(draw: Draw) -> str | None:
+            """After a draw that crashed: longer arrays where it read past one; after one that hung,
+            one thread from now on ("hung"), or "give up" when the kernel has hung too often."""
+            if not draw.crashed:
+                return None
+            if _out_of_range(draw.crashed) and plan.lengthen():
+                explored[-1]["arrays_lengthened_to"] = plan.length
+            if not _hung(draw.crashed):
+                return None
+            # Each hang waits out the probe's time limit; a branch of the kernel may hang (a walk
+            # over a made-up mesh) while others end, so a few are borne, per kernel (its other
+            # findings draw again), before giving up.
+            self._hangs[prepared.key] = self._hangs.get(prepared.key, 0) + 1
+            if self._hangs[prepared.key] >= HANGS_PER_KERNEL:
+                return "give up"
             hung_fills.add(draw.fill.describe())
             if plan.single_thread(HUNG_SINGLE_THREAD):
                 explored[-1]["launch_dim_from_now"] = list(plan.dim)
+            return "hung"
 
         every_fill = fills_for(prepared.facts, prepared.value_dependent)
         fills = [f for f in every_fill if f.describe() not in hung_fills] or every_fill
@@ -637,12 +645,10 @@ class FileSession:
                 draw = attempt(fill, targetable and resample > 0)
                 if done(draw):
                     return draw, explored
-                if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
-                    explored[-1]["arrays_lengthened_to"] = plan.length
-                if draw.crashed and _hung(draw.crashed):
-                    if hung_too_often():
-                        return best, explored
-                    hung(draw)
+                setback = set_back(draw)
+                if setback == "give up":
+                    return best, explored
+                if setback == "hung":
                     break  # values of the same fill likely take the same path
                 if draw.finite and not draw.ran and not targetable:
                     break  # another draw of the same distribution rarely takes another branch
@@ -658,12 +664,8 @@ class FileSession:
                     return draw, explored
                 if not draw.crashed and (furthest is None or draw.progress >= furthest.progress):
                     furthest = draw
-                if draw.crashed and _out_of_range(draw.crashed) and plan.lengthen():
-                    explored[-1]["arrays_lengthened_to"] = plan.length
-                if draw.crashed and _hung(draw.crashed):
-                    if hung_too_often():
-                        return best, explored
-                    hung(draw)
+                if set_back(draw) == "give up":
+                    return best, explored
         return best, explored
 
     # -- the experiment --------------------------------------------------------------------------
@@ -803,9 +805,7 @@ class FileSession:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{detail}; the safe form computes different values "
                                  f"on the same inputs ({counterfactual['forward_difference']:.3g}), so it is no "
                                  "counterfactual", **evidence)
-        renamed = prepared.safe.renamed_outputs
-        summaries = {(p["input"], p["output"]): p for p in counterfactual["pairs"]}
-        explained = [p for p in failing if _explains(summaries.get((p.input, renamed.get(p.output, p.output))), p)]
+        explained = [p for p in failing if _explains(_counterpart(counterfactual, prepared.safe, p), p)]
         remaining = [p for p in failing if p not in explained]
         if not explained:
             return self._isolate(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence)
@@ -959,12 +959,8 @@ class FileSession:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with {aside} the forward changes or is "
                                  "not finite", **evidence)
 
-        def summary(record: dict, form: rewrite.SafeForm, pair: PairResult) -> dict[str, Any] | None:
-            found = {(p["input"], p["output"]): p for p in record["pairs"]}
-            return found.get((pair.input, form.renamed_outputs.get(pair.output, pair.output)))
-
-        mine = [p for p in failing if _explains(summary(all_safe, all_form, p), p)
-                and (summary(others_safe, others_form, p) or {}).get("status") == "fail"]
+        mine = [p for p in failing if _explains(_counterpart(all_safe, all_form, p), p)
+                and (_counterpart(others_safe, others_form, p) or {}).get("status") == "fail"]
         if mine:
             evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
             return self._in_one_thread(prepared, plan, draw, nondet_tol, {
@@ -1289,6 +1285,13 @@ def _pair_summary(pair: PairResult | dict) -> dict[str, Any]:
     return {key: pair.get(key) for key in ("input", "output", "status", "max_abs_error", "max_rel_error", "where")} | {
         "ad": pair.get("ad_at_worst"), "fd": pair.get("fd_at_worst"),
         "ad_identically_zero": pair.get("ad_identically_zero"), "fd_identically_zero": pair.get("fd_identically_zero")}
+
+
+def _counterpart(record: dict[str, Any], form: rewrite.SafeForm, pair: PairResult) -> dict[str, Any] | None:
+    """The summarized pair of a rewritten kernel's run (``record``) that stands for ``pair`` of
+    the original: the same input, and the array that now holds what its output held."""
+    output = form.renamed_outputs.get(pair.output, pair.output)
+    return next((p for p in record["pairs"] if p["input"] == pair.input and p["output"] == output), None)
 
 
 def _explains(rewritten: dict[str, Any] | None, failing: PairResult) -> bool:
