@@ -255,7 +255,7 @@ class VectorComponentOverwrite(Rule):
                 reason = _hazard(context, function, write, binding, repeated)
                 earlier.append(write)
                 if reason:
-                    spelled = (f"{write.name}.{write.component}" if write.component.isidentifier()
+                    spelled = (f"{write.name}.{write.component}" if write.element is None
                                else f"{write.name}[{write.component}]")
                     context.report(
                         self, write.node,

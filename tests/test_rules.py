@@ -82,3 +82,28 @@ def test_rule_pages_are_generated_from_the_rules():
              if not (folder / name).exists() or (folder / name).read_text(encoding="utf-8") != text]
     extra = sorted(p.name for p in folder.glob("*.md") if p.name not in expected)
     assert not stale and not extra, f"run `python -m warp_lint.rule_pages docs/rules` (stale: {stale}, extra: {extra})"
+
+
+def test_a_component_write_is_named_as_written():
+    code = """
+import warp as wp
+
+
+@wp.kernel
+def by_index(x: wp.array(dtype=float), n: int, out: wp.array(dtype=wp.vec3)):
+    v = wp.vec3(0.0)
+    for k in range(n):
+        v[k] = v[k] * x[k]
+    out[0] = v
+
+
+@wp.kernel
+def by_name(x: wp.array(dtype=float), n: int, out: wp.array(dtype=wp.vec3)):
+    v = wp.vec3(0.0)
+    for k in range(n):
+        v.x = v.x * x[k]
+    out[0] = v
+"""
+    messages = [f.message for f in lint_code(code, select=["WL103"])]
+    assert any(m.startswith("`v[k]`") for m in messages), messages
+    assert any(m.startswith("`v.x`") for m in messages), messages
