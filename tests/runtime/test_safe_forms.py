@@ -7,7 +7,7 @@ import textwrap
 
 import pytest
 
-from warp_lint.runtime.rewrite import MIN_GUESSED_TRIPS, UNROLL, UNROLL_STATEMENTS, safe_forms
+from warp_lint.runtime.rewrite import MIN_GUESSED_TRIPS, UNROLL, UNROLL_STATEMENTS, instrument, safe_forms
 
 # newton's SVD: line 5 is flagged twice (a selection that divides, a component write in a loop),
 # and line 3 holds a selection of another type.
@@ -82,3 +82,19 @@ def test_a_loop_an_earlier_rewrite_made_static_is_not_unrolled_again_for_a_neste
                                "wp.func", ["x", "n", "m"])
     assert [spec for spec, _ in skipped] == [], skipped
     assert "while" not in form.source and "break" not in form.source
+
+
+def test_an_unpacked_tuple_is_not_probed_and_leaves_the_other_probes_of_its_copy():
+    # newton's GJK: `point_a, point_b = simplex_get_closest(...)` was wrapped whole in the probe,
+    # which has no overload for a tuple: the instrumented copy did not build with its probes, and
+    # every other flagged statement of the function lost its own.
+    source = textwrap.dedent('''
+        def closest(v: wp.vec3):
+            a, b = split(v)
+            c = a * b
+            return c
+    ''').lstrip("\n")
+    made = instrument(source, [(2, None), (3, None)], "copy", "wp.func")
+    assert made.probed[made.slots[2]] is None
+    assert made.probed[made.slots[3]] == "the assigned value"
+    assert "a, b = split(v)" in made.source

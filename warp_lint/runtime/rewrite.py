@@ -178,6 +178,10 @@ def _probe_statement(statement: ast.stmt, slot: int) -> tuple[list[ast.stmt], st
     """Rewrite ``statement`` so its value passes through probe ``slot``: (statements, what is probed)."""
     if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
         target = statement.targets[0]
+        if isinstance(target, (ast.Tuple, ast.List)):
+            # `a, b = f(...)`: a tuple has no `_wl_through` overload, and a copy that does not build
+            # would take every other statement's probe with it.
+            return None
         if not _is_constant(statement.value):
             return [ast.Assign(targets=[target], value=_through(statement.value, slot))], "the assigned value"
         local = _component_base(target)
