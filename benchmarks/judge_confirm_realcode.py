@@ -18,9 +18,10 @@ types the verdict names (``instantiated_as``), which fix no value. A confirmed v
 right when the check finds a converged disagreement, a cleared one when it finds none at any
 setting and a non-zero Jacobian; anything else is printed for a human look and recorded as
 ``wrong`` (or ``undecided`` when the check cannot run the kernel). A verdict cleared with the
-kernel's other hazards set aside (its evidence holds the isolation) says the kernel as written
-disagrees; where the check finds that disagreement it cannot tell whose it is, and records
-``undecided`` (``cleared-in-context``).
+kernel's other hazards set aside (its evidence holds the isolation), or because the statement's
+adjoint is that of its safe form (``same-as-safe-form``), says the kernel as written disagrees;
+where the check finds that disagreement it cannot tell whose it is, and records ``undecided``
+(``cleared-in-context``).
 The judgements go to ``--out`` (JSON), one per verdict, with the numbers.
 """
 
@@ -458,10 +459,11 @@ def judge(python: Path, number: int, path: str, finding: dict, cache: str) -> di
     except subprocess.TimeoutExpired:
         check = {"outcome": "timeout"}
     status = confirmation["status"]
-    # Cleared with the kernel's other hazards set aside: the verdict itself says the kernel as
-    # written disagrees (the others' doing), which this check, running the kernel as written,
-    # cannot set apart from the statement judged.
-    in_context = status == "cleared" and "isolation" in evidence
+    # Cleared with the kernel's other hazards set aside, or as the same adjoint as the safe form's:
+    # the verdict itself says the kernel as written disagrees (not this statement's doing), which
+    # this check, running the kernel as written, cannot set apart from the statement judged.
+    in_context = status == "cleared" and ("isolation" in evidence
+                                          or confirmation["reason"].startswith("same-as-safe-form"))
     if check.get("outcome") != "checked":
         judgement = "undecided"
     elif status == "confirmed":

@@ -72,6 +72,10 @@ CASES = {
     "transform_value": (EARNED, "posed_points", "WL103", ["p", "q", "v"], ["out"], {}),
     "clamped_gap": (EARNED, "clamped_gap", "WL110", ["a", "b"], ["out"], {}),
     "lopsided_gap": (EARNED, "lopsided_gap", "WL110", ["a", "b"], ["out"], {}),
+    "beside_clip": (EARNED, "clipped_beside_components", "WL103", ["a", "n"], ["out"], {}),
+    "inside_clip": (EARNED, "clipped_components", "WL103", ["a", "n"], ["out"], {}),
+    "clipped_first_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
+    "clipped_second_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
 }
 
 
@@ -429,3 +433,42 @@ def test_a_value_exactly_zero_at_the_singular_point_still_shows_a_derivative_thr
     assert confirmation.status == Status.CLEARED, confirmation.reason
     assert confirmation.evidence["singular_point_hits"] > 0
     assert confirmation.evidence["derivative_through_statement"]["matters"]
+
+
+def test_a_statement_with_its_safe_forms_adjoint_is_cleared_where_the_gradient_is_wrong_elsewhere(verdicts):
+    confirmation = verdicts["beside_clip"]
+    assert confirmation.status == Status.CLEARED, confirmation.reason
+    assert reason(confirmation) == Reason.SAME_AS_SAFE_FORM
+    # The estimator's disagreement stays with the statement rewritten ...
+    assert confirmation.evidence["counterfactual"]["passed"] is False
+    # ... and the rewrite leaves AD as it was, while AD carries a derivative through the statement.
+    assert confirmation.evidence["adjoint_change"]["kind"] == "same"
+    assert confirmation.evidence["adjoint_through_statement"]["carries"] is True
+
+
+def test_the_same_adjoint_clears_nothing_where_the_gradient_through_the_statement_is_wrong(verdicts):
+    # The components feed the clamp: AD carries the estimator's derivative on from them, not the
+    # function's, so the safe form could not have differed.
+    confirmation = verdicts["inside_clip"]
+    assert confirmation.status == Status.INCONCLUSIVE, confirmation.reason
+    assert reason(confirmation) == Reason.COUNTERFACTUAL_DISAGREES
+    assert confirmation.evidence["adjoint_change"]["kind"] == "same"
+    assert confirmation.evidence["adjoint_through_statement"]["carries"] is False
+
+
+def test_the_part_of_a_disagreement_a_statement_causes_confirms_it(verdicts):
+    # The estimator's disagreement stays with both writes rewritten; with the first write in its
+    # safe form, rewriting the second too takes AD most of the way to finite differences.
+    confirmation = verdicts["clipped_second_write"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    change = confirmation.evidence["adjoint_change"]
+    assert change["kind"] == "closer"
+    assert max(move["share_removed"] for move in change["pairs"]) >= 0.1
+
+
+def test_a_rewrite_that_moves_ad_away_decides_nothing(verdicts):
+    # Along the directions drawn, the first write's error and the estimator's partly cancel: its
+    # rewrite moves AD away from finite differences. That is no evidence either way.
+    confirmation = verdicts["clipped_first_write"]
+    assert confirmation.status == Status.INCONCLUSIVE, confirmation.reason
+    assert confirmation.evidence["adjoint_change"]["kind"] == "other"

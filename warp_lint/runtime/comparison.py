@@ -298,7 +298,8 @@ def precision_of(launch: LaunchUnderTest, names: Sequence[str]) -> str:
     return "float16" if "float16" in precisions else "float32"
 
 
-def _bound(fd: np.ndarray | float, tol: Tolerances) -> np.ndarray | float:
+def allowed_error(fd: np.ndarray | float, tol: Tolerances) -> np.ndarray | float:
+    """How far AD may be from ``fd`` and still agree with it."""
     return tol.atol + tol.rtol * np.abs(fd)
 
 
@@ -318,7 +319,7 @@ def _at_kink(ad: np.ndarray | float, one_sided: Sequence[tuple[Any, Any]], tol: 
                                                           for pair in one_sided)
     with np.errstate(invalid="ignore"):
         gap, gap_half = np.abs(forward - backward), np.abs(forward_half - backward_half)
-        bound = _bound(np.maximum(np.abs(forward), np.abs(backward)), tol)
+        bound = allowed_error(np.maximum(np.abs(forward), np.abs(backward)), tol)
         kink = (gap > bound) & (gap_half > 0.75 * gap)
         low = np.minimum(np.minimum(forward, backward), np.minimum(forward_half, backward_half)) - bound
         high = np.maximum(np.maximum(forward, backward), np.maximum(forward_half, backward_half)) + bound
@@ -428,8 +429,8 @@ def _judge_directional(
 ) -> PairResult:
     error = abs(ad - fd)
     rel = error / max(abs(fd), tol.atol)
-    fd_converged = abs(fd - fd_half) <= _bound(fd, tol)
-    outside = error > _bound(fd, tol)
+    fd_converged = abs(fd - fd_half) <= allowed_error(fd, tol)
+    outside = error > allowed_error(fd, tol)
     status, criterion = "pass", f"directional u^T J v: {CRITERION}"
     if not (math.isfinite(fd) and math.isfinite(fd_half)):
         status, criterion = "non-finite", "finite differences are not finite"
@@ -440,11 +441,11 @@ def _judge_directional(
         criterion = (f"directional: the function has a kink along the direction (its one-sided derivatives "
                      f"differ) and AD ({ad:.6g}) lies between them: no derivative to compare")
     elif outside:
-        if fd_converged and abs(ad - fd_half) > _bound(fd_half, tol):
+        if fd_converged and abs(ad - fd_half) > allowed_error(fd_half, tol):
             status = "fail"
             criterion = (
                 f"directional u^T J v: {CRITERION} fails: |{ad:.6g} - {fd:.6g}| = {error:.3g} > "
-                f"{_bound(fd, tol):.3g}"
+                f"{allowed_error(fd, tol):.3g}"
             )
         else:
             status = "fd-not-converged"
@@ -499,10 +500,10 @@ def _compare_full_jacobian(
 
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(ad - fd)
-        bound = _bound(fd, tol)
+        bound = allowed_error(fd, tol)
         outside = ~(error <= bound)  # NaN counts as outside
         converged = np.abs(fd - fd_half) <= bound
-        outside_half = ~(np.abs(ad - fd_half) <= _bound(fd_half, tol))
+        outside_half = ~(np.abs(ad - fd_half) <= allowed_error(fd_half, tol))
         kink = outside & _at_kink(ad, one_sided, tol)
         decisive = outside & converged & outside_half & np.isfinite(fd) & ~kink
         outside &= ~kink

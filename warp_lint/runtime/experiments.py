@@ -31,6 +31,7 @@ undecided verdict.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import signal
 import time
@@ -46,6 +47,7 @@ from warp_lint.runtime.comparison import (
     GradcheckResult,
     LaunchUnderTest,
     PairResult,
+    allowed_error,
     compare_launch,
     precision_of,
 )
@@ -80,6 +82,12 @@ NONDET_TOL = {"float16": 1e-2, "float32": 1e-5, "float64": 1e-12}
 # Evaluations (launches) a full Jacobian comparison may cost before the directional test is used.
 FULL_JACOBIAN_BUDGET = 1500
 PROBE_STEP = 1e-2
+# The share of a pair's disagreement that rewriting the flagged statement must remove, beside a
+# disagreement that stays (from elsewhere), to count as this statement's part of it.
+SHARE_REMOVED = 0.1
+# The instrumented copy's own parameters, after the kernel's: counters, then probes and taps.
+_INSTRUMENT_PARAMS = [(rewrite.HITS_PARAM, wp.array(dtype=wp.int32)), (rewrite.PROBE_PARAM, wp.array(dtype=wp.float32)),
+                      (rewrite.TAP_PARAM, wp.array(dtype=wp.float32))]
 # A new draw runs first in a forked copy of the child (CPU only: CUDA contexts do not survive a
 # fork), so a draw that crashes or hangs the kernel (an index past an array made by an offset or a
 # stride, a pointer built from synthesized floats) is set aside instead of ending the experiment.
@@ -111,6 +119,7 @@ class Prepared:
     slot: int = 0  # this finding's counters and probe in its kernel's instrumented copy
     slots: int = 1
     cover_probes: bool = False  # the instrumented copy takes probe and tap arrays
+    flagged: list[tuple[int, str | None]] = dataclasses.field(default_factory=list)  # its statements, by slot
     key: str = ""  # the target and precision: names the pieces
     relative: int = 0
     concrete: dict[str, Any] = dataclasses.field(default_factory=dict)
@@ -183,6 +192,7 @@ class FileSession:
         self._made: dict[tuple[str | None, str], list[locate.Target]] = {}  # (name, kind) -> made from source
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
         self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
+        self._adjoint_covers: dict[str, tuple[Any, str]] = {}  # target key -> (instrumented copy with adjoint, error)
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
         self._hangs: dict[str, int] = {}  # target key -> probes that hung on it
         self._hung_fills: dict[str, set[str]] = {}  # target key -> the fills a probe hung at
@@ -342,8 +352,7 @@ class FileSession:
                     item.build_errors["cover"] = str(error)
                     item.names["orig"] = orig
                 continue
-            hits = [(rewrite.HITS_PARAM, wp.array(dtype=wp.int32))]
-            probes = [(rewrite.PROBE_PARAM, wp.array(dtype=wp.float32)), (rewrite.TAP_PARAM, wp.array(dtype=wp.float32))]
+            hits, probes = _INSTRUMENT_PARAMS[:1], _INSTRUMENT_PARAMS[1:]
             # On the CPU the instrumented copy is built with bounds checks: run first on each draw, in a
             # forked probe, it turns an out-of-range index into an abort of the probe, not a silently
             # corrupted heap (a CUDA assert would poison the device instead: not there).
@@ -367,6 +376,7 @@ class FileSession:
                 item.slots = len(set(full.slots.values()))
                 item.probed = full.probed.get(item.slot)
                 item.cover_probes = full.has_probe
+                item.flagged = flagged
 
     def _prepare_safe(self, prepared: Prepared) -> None:
         """The finding's safe form, rewritten now (cheap) and built only if it is needed."""
@@ -923,21 +933,27 @@ class FileSession:
         if verdict["status"] == Status.INCONCLUSIVE:
             # The kernel may also replay dynamic loops (flagged or not): set them aside as well.
             with_loops = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail,
-                                            dict(evidence), stays, loops=True)
+                                            {k: v for k, v in evidence.items() if k != "isolation"}, stays, loops=True)
             if with_loops["status"] != Status.INCONCLUSIVE:
                 return with_loops
             if "isolation" in with_loops["evidence"]:
                 verdict["evidence"]["isolation_with_static_loops"] = with_loops["evidence"]["isolation"]
+            if verdict["reason"] == with_loops["reason"] == Reason.COUNTERFACTUAL_DISAGREES:
+                return self._judge_change(prepared, plan, draws, draw, nondet_tol, detail, verdict, stays)
         return verdict
+
+    def _aside(self, prepared: Prepared, loops: bool) -> str:
+        """What the isolation sets aside, in words."""
+        others = any(p.key == prepared.key and p.finding.get("safe_form") and _safe_spec(p) != _safe_spec(prepared)
+                     for p in (self.prepared or {}).values())
+        return " and ".join(part for part, on in (("the kernel's other flagged statements in their safe forms", others),
+                                                  ("its dynamic loops made static" if others else
+                                                   "the kernel's dynamic loops made static", loops)) if on)
 
     def _isolate_with(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
                       nondet_tol: float, detail: str, evidence: dict[str, Any], stays: str,
                       loops: bool) -> dict[str, Any]:
-        others = any(p.key == prepared.key and p.finding.get("safe_form") and _safe_spec(p) != _safe_spec(prepared)
-                     for p in (self.prepared or {}).values())
-        aside = " and ".join(part for part, on in (("the kernel's other flagged statements in their safe forms", others),
-                                                   ("its dynamic loops made static" if others else
-                                                    "the kernel's dynamic loops made static", loops)) if on)
+        aside = self._aside(prepared, loops)
         pieces = self._ensure_isolation(prepared, loops)
         if pieces is None:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and no other flagged statement of the "
@@ -970,7 +986,9 @@ class FileSession:
         if others_safe.get("passed"):
             # This statement as written, everything else set aside: AD matches FD.
             return self._judge_agreement(prepared, plan, draws, evidence, context=(
-                f"with {aside} (the disagreement of the kernel as written is theirs)"))
+                f"AD matches finite differences with {aside} (the disagreement of the kernel as written is theirs), "
+                "on the same inputs"))
+        evidence["isolation"]["elsewhere"] = True  # compared, and the disagreement stays with everything rewritten
         return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
                              "the kernel rewritten" + (" and its dynamic loops made static" if loops else "") +
                              ": it comes from elsewhere (an unflagged hazard, a non-differentiable algorithm, a race)",
@@ -1029,8 +1047,122 @@ class FileSession:
         return generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)]), form
 
     # -- cleared? --------------------------------------------------------------------------------
+    def _judge_change(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, nondet_tol: float,
+                      detail: str, verdict: dict[str, Any], stays: str) -> dict[str, Any]:
+        """Isolation left the disagreement standing. Where it stays with every flagged statement
+        rewritten (it comes from elsewhere, at least in part), what rewriting this statement does
+        to AD still decides: compared in the cleanest setting there is (everything else set aside,
+        dynamic loops included; else the other flagged statements; else the kernel as written
+        against the counterfactual), and only there. AD moved toward finite differences is part of
+        the disagreement removed (confirmed); AD unchanged clears the statement where AD carries a
+        derivative through it on to the outputs (where the gradient is cut or wrong after it, its
+        safe form could not differ, whatever it does). Otherwise ``verdict`` stands."""
+        evidence = verdict["evidence"]
+        counterfactual = evidence["counterfactual"]
+        for record in (evidence.get("isolation_with_static_loops"), evidence.get("isolation")):
+            if record is not None and record.get("elsewhere"):  # compared, the same values computed
+                loops = record["dynamic_loops_static"]
+                (all_form, _), (others_form, _) = self._ensure_isolation(prepared, loops)
+                setting = f"with {self._aside(prepared, loops)}"
+                change = _adjoint_change(draw.result.pairs,
+                                         lambda p, r=record, f=others_form: _counterpart(r["others_safe"], f, p),
+                                         lambda p, r=record, f=all_form: _counterpart(r["all_flagged_safe"], f, p),
+                                         draw.result.tolerances)
+                break
+        else:
+            if not counterfactual.get("pairs"):
+                return verdict
+            setting = "on the same inputs"
+            change = _adjoint_change(draw.result.pairs, _pair_summary,
+                                     lambda p: _counterpart(counterfactual, prepared.safe, p), draw.result.tolerances)
+        evidence["adjoint_change"] = {"setting": setting, "kind": change.kind, "pairs": change.moves}
+        if change.kind == "closer":
+            return self._in_one_thread(prepared, plan, draw, nondet_tol, {
+                "status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
+                "detail": f"{detail}; {setting} the disagreement is smaller once this statement is rewritten too "
+                          f"({prepared.safe.description}), the same values computed, and larger on no pair: "
+                          f"{change.sentence()}; the rest of it comes from elsewhere", "evidence": evidence})
+        if change.kind != "same":
+            return verdict
+        adjoint = self._adjoint_through(prepared, plan, draw, np.random.default_rng(draw.seed))
+        evidence["adjoint_through_statement"] = adjoint
+        unchanged = (f"the disagreement stays with every flagged statement of the kernel rewritten (it comes from "
+                     f"elsewhere), and {setting} this statement as written and in its safe form "
+                     f"({prepared.safe.description}) give the same AD and the same finite differences along the same "
+                     "random directions, on every pair")
+        if not adjoint["carries"]:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; {unchanged}; but AD does not carry the "
+                                 f"derivative from the statement on to the outputs ({adjoint['why']}), so the two "
+                                 "could not differ", **evidence)
+        return self._judge_agreement(prepared, plan, draws, evidence, context=(
+            f"{detail}; {unchanged}, and AD carries the derivative from the statement on to the outputs "
+            f"({adjoint['why']})"), reason=Reason.SAME_AS_SAFE_FORM)
+
+    def _adjoint_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw,
+                         rng: np.random.Generator) -> dict[str, Any]:
+        """AD against finite differences of the outputs (along a random direction) with respect to
+        the probe on the flagged statement's value, in an instrumented copy built with its adjoint:
+        whether AD carries the derivative from the statement on to the outputs."""
+        if not _has_probe(prepared):
+            return {"measured": False, "carries": False, "why": _no_probe(prepared)}
+        kernel, error = self._ensure_adjoint_cover(prepared)
+        if kernel is None:
+            return {"measured": False, "carries": False,
+                    "why": f"the instrumented copy with its adjoint did not build: {error[:300]}"}
+        draw.launch.restore()
+        probes = np.zeros(prepared.slots, dtype=np.float32)
+        extra = [wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device),
+                 wp.array(probes, dtype=wp.float32, device=self.device),
+                 wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)]
+        launch = LaunchUnderTest(kernel, plan.dim, [*draw.launch.args, *extra], device=self.device)
+        seeds = {name: rng.standard_normal(launch.slots[name].size) for name in draw.outputs}
+        ad = float(launch.backward(seeds, [rewrite.PROBE_PARAM])[rewrite.PROBE_PARAM][prepared.slot])
+
+        def finite_difference(step: float) -> float:
+            moved = probes.astype(np.float64)
+            moved[prepared.slot] = step
+            plus, minus = launch.forward({rewrite.PROBE_PARAM: moved}), launch.forward({rewrite.PROBE_PARAM: -moved})
+            return sum(float(seeds[n] @ (plus[n] - minus[n])) for n in seeds) / (2 * step)
+
+        fd, fd_half = finite_difference(PROBE_STEP), finite_difference(PROBE_STEP / 2)
+        tolerance = DEFAULT_TOLERANCES[precision_of(draw.launch, draw.inputs + draw.outputs)]
+        converged = math.isfinite(fd_half) and abs(fd - fd_half) <= allowed_error(fd_half, tolerance)
+        carries = (converged and math.isfinite(ad) and abs(fd_half) > tolerance.atol
+                   and abs(ad - fd_half) <= allowed_error(fd_half, tolerance))
+        why = (f"d outputs / d probe along a random direction of the outputs: AD {ad:.6g}, FD {fd_half:.6g} "
+               f"({fd:.6g} at twice the step)")
+        return {"measured": converged, "carries": bool(carries), "ad": ad, "fd": fd_half, "why": why}
+
+    def _ensure_adjoint_cover(self, prepared: Prepared) -> tuple[Any, str]:
+        """(kernel, why it did not build): the instrumented copy, with the same slots, built with its
+        adjoint on first use (the usual one only ever runs forward, so it is built without)."""
+        if prepared.key in self._adjoint_covers:
+            return self._adjoint_covers[prepared.key]
+        target = prepared.target
+        is_kernel = target.kind == "kernel"
+        name = f"_wl_coverad_{prepared.key}"
+        copy_name = name if is_kernel else f"_wl_coveradf_{prepared.key}"
+        try:
+            made = rewrite.instrument(target.source, prepared.flagged, copy_name,
+                                      f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}")
+        except rewrite.RewriteError as error:
+            self._adjoint_covers[prepared.key] = (None, str(error))
+            return self._adjoint_covers[prepared.key]
+        if is_kernel:
+            piece = generated.Piece(name, [made.source], overload=prepared.overload)
+        else:
+            piece = generated.Piece(name, [made.source, self._wrapper(prepared, copy_name, name, _INSTRUMENT_PARAMS)])
+        holder = Prepared(prepared.finding, target=target, key=prepared.key, pieces=[piece],
+                          names={"adjoint_cover": name})
+        self.report("compiling")
+        self._build([holder], ("adjoint_cover",))
+        self.report("compiled")
+        self._adjoint_covers[prepared.key] = (holder.kernels.get("adjoint_cover"),
+                                              holder.build_errors.get("adjoint_cover", "did not build"))
+        return self._adjoint_covers[prepared.key]
+
     def _judge_agreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], evidence: dict[str, Any],
-                         context: str | None = None) -> dict[str, Any]:
+                         context: str | None = None, reason: str = Reason.GRADIENT_MATCHES) -> dict[str, Any]:
         pairs = [p for d in draws for p in d.result.pairs]
         if context is None and all(p.fd_identically_zero and p.ad_identically_zero for p in pairs):
             return _inconclusive(Reason.ZERO_JACOBIAN, "AD and finite differences are both zero for every pair: "
@@ -1067,21 +1199,22 @@ class FileSession:
             f"({through['why']})"
         )
         if context is not None:
-            detail = (f"AD matches finite differences {context}, on the same inputs; the flagged statement ran "
-                      f"{total_hits} times and a derivative flows through it ({through['why']})")
+            detail = (f"{context}; the flagged statement ran {total_hits} times and a derivative flows through it "
+                      f"({through['why']})")
         if prepared.value_dependent:
             detail += f", at inputs where {_singular_words(prepared.finding.get('singular'))}"
-        detail += f": the gradient is correct on warp {wp.__version__} with this configuration"
-        return {"status": Status.CLEARED, "reason": Reason.GRADIENT_MATCHES, "detail": detail, "evidence": evidence}
+        if reason == Reason.SAME_AS_SAFE_FORM:
+            detail += ": this statement does not make the gradient wrong here; the cause is elsewhere"
+        else:
+            detail += f": the gradient is correct on warp {wp.__version__} with this configuration"
+        return {"status": Status.CLEARED, "reason": reason, "detail": detail, "evidence": evidence}
 
     def _derivative_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw,
                             rng: np.random.Generator) -> dict[str, Any]:
         """Scale the flagged statement's value by (1 +/- h) in the instrumented copy: the outputs
         must move (the value reaches them) and the value must move with the inputs."""
         if not _has_probe(prepared):
-            why = ("the flagged statement computes no value to probe" if not prepared.probed else
-                   f"the probe did not build: {prepared.build_errors.get('cover', '')[:300]}")
-            return {"measured": False, "why": why}
+            return {"measured": False, "why": _no_probe(prepared)}
 
         def run(probe: float, overrides: dict[str, np.ndarray] | None = None) -> tuple[dict[str, np.ndarray], float]:
             counters, tap = self._run_instrumented(prepared, plan, draw, probe, overrides)
@@ -1177,6 +1310,15 @@ def _smooth(draw: Draw) -> bool:
 def _has_probe(prepared: Prepared) -> bool:
     return (bool(prepared.probed) and prepared.cover_probes and "cover" in prepared.kernels
             and "cover" not in prepared.substituted)
+
+
+def _no_probe(prepared: Prepared) -> str:
+    """Why the flagged statement's value cannot be probed."""
+    if not prepared.probed:
+        return "the flagged statement computes no value to probe"
+    error = prepared.build_errors.get("cover", "")
+    # Warp names the function and quotes the line first; the cause comes last.
+    return f"the probe did not build: {error if len(error) <= 400 else error[:150] + ' ... ' + error[-250:]}"
 
 
 def _cell_filled(cell: Any) -> bool:
@@ -1282,7 +1424,8 @@ def _type_text(t: Any) -> str:
 
 def _pair_summary(pair: PairResult | dict) -> dict[str, Any]:
     pair = pair if isinstance(pair, dict) else pair.to_dict()
-    return {key: pair.get(key) for key in ("input", "output", "status", "max_abs_error", "max_rel_error", "where")} | {
+    return {key: pair.get(key) for key in ("input", "output", "status", "max_abs_error", "max_rel_error", "where",
+                                           "directional")} | {
         "ad": pair.get("ad_at_worst"), "fd": pair.get("fd_at_worst"),
         "ad_identically_zero": pair.get("ad_identically_zero"), "fd_identically_zero": pair.get("fd_identically_zero")}
 
@@ -1301,6 +1444,54 @@ def _explains(rewritten: dict[str, Any] | None, failing: PairResult) -> bool:
     return (rewritten is not None and rewritten["status"] == "pass"
             and not (rewritten.get("ad_identically_zero") and rewritten.get("fd_identically_zero")
                      and not failing.fd_identically_zero))
+
+
+@dataclasses.dataclass
+class AdjointChange:
+    """How rewriting the flagged statement into its safe form moves AD, pair by pair, between two
+    kernels that compute the same values (one with the statement as written, one rewritten),
+    along the same random directions: ``same`` (closer than any disagreement the comparison
+    reports, on every pair), ``closer`` (toward finite differences on some pair that disagreed,
+    by more than that and by a share of its disagreement, and farther on none: a safe form that
+    makes some pair worse is no counterfactual in this kernel), or ``other`` (farther somewhere,
+    or the finite differences differ: not the same function)."""
+
+    kind: str
+    moves: list[dict[str, Any]]
+
+    def sentence(self) -> str:
+        return "; ".join(f"d {generated.readable(m['output'])} / d {generated.readable(m['input'])} along the same "
+                         f"random directions: AD {m['ad']:.6g} -> {m['ad_safe']:.6g} (FD {m['fd']:.6g}: "
+                         f"{m['share_removed']:.0%} of the disagreement removed)" for m in self.moves if m["closer"])
+
+
+def _adjoint_change(pairs: list[PairResult], as_written: Callable[[PairResult], dict[str, Any] | None],
+                    rewritten: Callable[[PairResult], dict[str, Any] | None], tolerances: Any) -> AdjointChange:
+    moves: list[dict[str, Any]] = []
+    for pair in pairs:
+        summaries = as_written(pair), rewritten(pair)
+        if any(summary is None for summary in summaries):
+            return AdjointChange("other", moves)
+        try:
+            (ad, fd), (ad_safe, fd_safe) = ((float(s["directional"]["ad"]), float(s["directional"]["fd"]))
+                                            for s in summaries)
+        except (KeyError, TypeError, ValueError):
+            return AdjointChange("other", moves)
+        allowed = allowed_error(fd, tolerances)
+        if not all(math.isfinite(v) for v in (ad, fd, ad_safe, fd_safe)) or abs(fd - fd_safe) > allowed:
+            return AdjointChange("other", moves)
+        gained = abs(ad - fd) - abs(ad_safe - fd)
+        # Closer by a share of the disagreement, not only by more than the noise: beside a large
+        # disagreement from elsewhere, a small move could go either way.
+        closer = pair.status == "fail" and gained > max(allowed, SHARE_REMOVED * abs(ad - fd))
+        moves.append({"input": pair.input, "output": pair.output, "ad": ad, "ad_safe": ad_safe, "fd": fd,
+                      "same": abs(ad - ad_safe) <= allowed, "closer": bool(closer), "farther": gained < -allowed,
+                      "share_removed": gained / abs(ad - fd) if ad != fd else 0.0})
+    if not moves or any(m["farther"] for m in moves):
+        return AdjointChange("other", moves)
+    if all(m["same"] for m in moves):
+        return AdjointChange("same", moves)
+    return AdjointChange("closer" if any(m["closer"] for m in moves) else "other", moves)
 
 
 def _mismatch_sentence(pair: PairResult) -> str:

@@ -14,6 +14,9 @@ class Reason:
 
     GRADIENT_MISMATCH = "gradient-mismatch"  # confirmed
     GRADIENT_MATCHES = "gradient-matches"  # cleared
+    # cleared: the kernel's gradient is wrong elsewhere, but not because of this statement (its
+    # adjoint is that of its safe form, and carries the derivative through it)
+    SAME_AS_SAFE_FORM = "same-as-safe-form"
     UNSUPPORTED_ARGUMENT = "unsupported-argument"
     IMPORT_ERROR = "import-error"
     COMPILE_ERROR = "compile-error"
