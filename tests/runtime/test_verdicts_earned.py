@@ -76,6 +76,7 @@ CASES = {
     "inside_clip": (EARNED, "clipped_components", "WL103", ["a", "n"], ["out"], {}),
     "clipped_first_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "clipped_second_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
+    "struct_array_in_place": (EARNED, "shape_scaled_in_place", "WL102", ["shapes", "a"], ["a"], {}),
 }
 
 
@@ -472,3 +473,10 @@ def test_a_rewrite_that_moves_ad_away_decides_nothing(verdicts):
     confirmation = verdicts["clipped_first_write"]
     assert confirmation.status == Status.INCONCLUSIVE, confirmation.reason
     assert confirmation.evidence["adjoint_change"]["kind"] == "other"
+
+
+def test_an_array_of_structs_is_drawn_element_by_element(verdicts):
+    confirmation = verdicts["struct_array_in_place"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    # The id no draw stands for is left at zero, and the evidence says so.
+    assert any(note.startswith("shapes.mesh: left at zero") for note in confirmation.evidence["domain"])

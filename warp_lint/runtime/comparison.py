@@ -87,6 +87,14 @@ def float_precision(dtype: Any) -> str | None:
     return _FLOAT_SCALARS.get(scalar_type_of(dtype))
 
 
+def flat_values(values: np.ndarray) -> np.ndarray:
+    """An array's values, flattened to float64; the bytes of an array of structs (compared for
+    change only: nothing differentiates them)."""
+    if values.dtype.names:
+        return np.frombuffer(np.ascontiguousarray(values).tobytes(), dtype=np.uint8).astype(np.float64)
+    return values.astype(np.float64).ravel()
+
+
 @dataclasses.dataclass
 class ArraySlot:
     """One array argument of the launch under test, on a private clone of the caller's array."""
@@ -172,7 +180,7 @@ class LaunchUnderTest:
         self.restore(overrides)
         self._launch()
         wp.synchronize_device(self.device)
-        return {name: slot.array.numpy().astype(np.float64).ravel() for name, slot in self.slots.items()}
+        return {name: flat_values(slot.array.numpy()) for name, slot in self.slots.items()}
 
     def backward(self, seeds: dict[str, np.ndarray], input_names: Sequence[str]) -> dict[str, np.ndarray]:
         """``.grad`` of each input after ``tape.backward`` with the given output seeds."""
@@ -202,7 +210,7 @@ class LaunchUnderTest:
         return [
             name
             for name, slot in self.slots.items()
-            if not np.array_equal(after[name], slot.snapshot.astype(np.float64).ravel(), equal_nan=True)
+            if not np.array_equal(after[name], flat_values(slot.snapshot), equal_nan=True)
         ]
 
 

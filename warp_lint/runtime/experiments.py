@@ -49,6 +49,7 @@ from warp_lint.runtime.comparison import (
     PairResult,
     allowed_error,
     compare_launch,
+    flat_values,
     precision_of,
 )
 from warp_lint.runtime.synthesis import (
@@ -549,7 +550,7 @@ class FileSession:
         inputs = [n for n in float_arrays
                   if n not in returns and not (n in writes and reads is not None and n not in reads)]
         changed = {name for name, slot in launch.slots.items()
-                   if not np.array_equal(after[name], slot.snapshot.astype(np.float64).ravel(), equal_nan=True)}
+                   if not np.array_equal(after[name], flat_values(slot.snapshot), equal_nan=True)}
         outputs = returns + [n for n in float_arrays if n not in returns and (n in writes or n in changed)]
         in_place = [n for n in outputs if n in inputs]
         outputs = in_place + [n for n in outputs if n not in in_place]
@@ -689,6 +690,12 @@ class FileSession:
             plan = plan_launch(params, prepared.facts, prepared.finding.get("index_params") or (), prepared.target.source)
         except UnsupportedKernel as error:
             return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, str(error))
+        if plan.left_zero and self.device != "cpu":
+            # Only the CPU runs a draw first in a forked probe: elsewhere a zero id that the kernel
+            # does use would take the device down, not one draw.
+            return _inconclusive(Reason.UNSUPPORTED_ARGUMENT, f"{', '.join(plan.left_zero[:3])}: a field of an "
+                                 "array of structs no draw stands for (an array, an id, a texture), which only the "
+                                 "CPU can leave at zero safely")
         rng = np.random.default_rng(self.seed)
         chosen, explored = self._search_inputs(prepared, plan, rng)
         evidence: dict[str, Any] = {"launch_dim": list(plan.dim), "coverage_search": explored,

@@ -626,7 +626,8 @@ class ArgumentSpec:
 
     name: str
     # "float-array" | "int-array" | "bool-array" | "int" | "bool" | "float-value" | "int-value" | "struct"
-    # | "handle" | "handle-array"
+    # | "handle" | "handle-array" | "struct-array" (fields drawn per element) | "left-zero" (a field
+    # of such an element no draw stands for)
     kind: str
     warp_type: Any  # dtype for arrays, the scalar/vector/struct type otherwise
     ndim: int = 0
@@ -689,6 +690,11 @@ class LaunchPlan:
         return [a.name for a in walk_specs(self.arguments) if a.kind == "float-array"]
 
     @property
+    def left_zero(self) -> list[str]:
+        """Fields of arrays of structs left at zero: a kernel using one reads a made-up id."""
+        return [a.name for a in walk_specs(self.arguments) if a.kind == "left-zero"]
+
+    @property
     def targetable(self) -> bool:
         """Whether a targeted draw differs from a plain one: some integer decides a branch, a
         flag can be off, or offsets can stride further."""
@@ -710,6 +716,8 @@ class LaunchPlan:
             if spec.choices:
                 traits.append(f"in targeted draws often one of {', '.join(map(str, spec.choices))} "
                               "(the constants its branches compare with, and their neighbours)")
+            if spec.kind == "left-zero":
+                traits.append("left at zero in every element (an array, an id or a texture: no draw stands for it)")
             if spec.handle:
                 what = "BVH of as many boxes" if spec.handle == "bvh" else "mesh of as many points and triangles"
                 traits.append(f"the id of a real {what} as an array has elements, built where the draw's floats lie")
@@ -769,6 +777,22 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments, same_work=facts.same_work)
 
 
+def _plan_element_field(name: str, t: Any, handles: Mapping[str, str]) -> ArgumentSpec:
+    """A field of the structs in an array: drawn when it is a value (a number, a vector, a flag, a
+    struct of those); left as Warp makes it (zero) when it is an array, an id of a structure, a
+    texture: what a draw cannot stand for in each element. A kernel that uses such a field
+    crashes its probe (CPU), and the verdict says so."""
+    try:
+        spec = _plan_argument(name, t, False, {})
+    except UnsupportedKernel:
+        return ArgumentSpec(name, "left-zero", t)
+    if spec.kind in ("float-value", "int", "bool", "int-value"):
+        return spec
+    if spec.kind == "struct":
+        return dataclasses.replace(spec, fields=[_plan_element_field(f.name, f.warp_type, handles) for f in spec.fields])
+    return ArgumentSpec(name, "left-zero", t)
+
+
 def check_argument(name: str, t: Any, handles: Mapping[str, str] | None = None) -> None:
     """Raise UnsupportedKernel for a value no synthesized argument can stand for: an id of no
     structure the synthesis builds, a struct holding one, a type that is still generic."""
@@ -797,7 +821,9 @@ def _plan_argument(name: str, t: Any, is_index: bool, handles: Mapping[str, str]
         if dtype is typing.Any:
             raise UnsupportedKernel(f"argument {name!r} is a generic array the kernel was not instantiated for")
         if _is_struct(dtype):
-            raise UnsupportedKernel(f"argument {name!r} is an array of structs ({dtype.key})")
+            return ArgumentSpec(name, "struct-array", dtype, ndim=array.ndim,
+                                fields=[_plan_element_field(f"{name}.{field}", var.type, handles)
+                                        for field, var in dtype.vars.items()])
         dtype = _resolve_python_scalar(dtype)
         if float_precision(dtype) and PACKED_BY in handles.get(name, ""):
             return ArgumentSpec(name, "packed-handle", dtype, ndim=array.ndim, handle=handles[name])
@@ -1024,9 +1050,15 @@ def make_arguments(plan: LaunchPlan, fill: Fill, rng: np.random.Generator, devic
         if spec.kind == "struct":
             instance = spec.warp_type()
             for field in spec.fields:
-                setattr(instance, field.name.rsplit(".", 1)[1], value(field))
+                if field.kind != "left-zero":
+                    setattr(instance, field.name.rsplit(".", 1)[1], value(field))
             object.__setattr__(instance, "_wl_kept", list(kept))  # Warp refuses unknown fields
             return instance
+        if spec.kind == "struct-array":
+            shape = _array_shape(spec, plan.length)
+            element = dataclasses.replace(spec, kind="struct")
+            return wp.array([value(element) for _ in range(int(np.prod(shape)))], dtype=spec.warp_type, shape=shape,
+                            device=device)
         # float-value: scalar, vector or matrix passed by value
         if hasattr(spec.warp_type, "_shape_"):
             drawn = _normalise_rotations(floats((int(spec.warp_type._length_),)), spec.warp_type)
