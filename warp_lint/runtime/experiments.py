@@ -1063,7 +1063,9 @@ class FileSession:
         against the counterfactual), and only there. AD moved toward finite differences is part of
         the disagreement removed (confirmed); AD unchanged clears the statement where AD carries a
         derivative through it on to the outputs (where the gradient is cut or wrong after it, its
-        safe form could not differ, whatever it does). Otherwise ``verdict`` stands."""
+        safe form could not differ, whatever it does). That is measured on the kernel as written,
+        whose other hazards may cut it where the setting compared had set them aside: the cautious
+        side. Otherwise ``verdict`` stands."""
         evidence = verdict["evidence"]
         counterfactual = evidence["counterfactual"]
         for record in (evidence.get("isolation_with_static_loops"), evidence.get("isolation")):
