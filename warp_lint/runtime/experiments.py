@@ -341,32 +341,18 @@ class FileSession:
             cover = f"_wl_cover_{key}"
             flagged = sorted({(item.relative, item.finding.get("singular")) for item in group},
                              key=lambda f: (f[0], f[1] or ""))
-            copy_name = cover if is_kernel else f"_wl_coverf_{key}"
-            # Only ever run forward (counters, probes): no adjoint to compile.
-            decorator = f"{rewrite.WARP_ALIAS}.kernel(enable_backward=False)" if is_kernel else \
-                f"{rewrite.WARP_ALIAS}.func"
+            # On the CPU the instrumented copy is built with bounds checks: run first on each draw, in a
+            # forked probe, it turns an out-of-range index into an abort of the probe, not a silently
+            # corrupted heap (a CUDA assert would poison the device instead: not there).
+            checked = {"mode": "debug"} if self.device == "cpu" else None
             try:
-                full = rewrite.instrument(target.source, flagged, copy_name, decorator)
-                basic = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=False)
+                main, full = self._instrumented_piece(first, cover, flagged, options=checked)
+                fallback, _ = self._instrumented_piece(first, cover, flagged, probe=False, options=checked)
             except rewrite.RewriteError as error:
                 for item in group:
                     item.build_errors["cover"] = str(error)
                     item.names["orig"] = orig
                 continue
-            hits, probes = _INSTRUMENT_PARAMS[:1], _INSTRUMENT_PARAMS[1:]
-            # On the CPU the instrumented copy is built with bounds checks: run first on each draw, in a
-            # forked probe, it turns an out-of-range index into an abort of the probe, not a silently
-            # corrupted heap (a CUDA assert would poison the device instead: not there).
-            checked = {"mode": "debug"} if self.device == "cpu" else None
-            if is_kernel:
-                main = generated.Piece(cover, [full.source], overload=first.overload, options=checked)
-                fallback = generated.Piece(cover, [basic.source], overload=first.overload, options=checked)
-            else:
-                main = generated.Piece(cover, [full.source, self._wrapper(
-                    first, copy_name, cover, hits + (probes if full.has_probe else []), backward=False)],
-                    options=checked)
-                fallback = generated.Piece(cover, [basic.source, self._wrapper(first, copy_name, cover, hits,
-                                                                               backward=False)], options=checked)
             if full.has_probe:
                 main.fallback = fallback
             self._pieces[cover] = main
@@ -378,6 +364,34 @@ class FileSession:
                 item.probed = full.probed.get(item.slot)
                 item.cover_probes = full.has_probe
                 item.flagged = flagged
+
+    def _instrumented_piece(self, prepared: Prepared, name: str, flagged: list[tuple[int, str | None]], *,
+                            probe: bool = True, backward: bool = False,
+                            options: dict[str, Any] | None = None) -> tuple[generated.Piece, rewrite.Instrumented]:
+        """A copy of the target with a counter slot per flagged statement (with ``probe``, a probe
+        and a tap as well; for a @wp.func, a wrapper kernel calling it), built with its adjoint only
+        where ``backward``. Raises :class:`rewrite.RewriteError`."""
+        is_kernel = prepared.target.kind == "kernel"
+        copy_name = name if is_kernel else name.replace("_wl_cover", "_wl_coverf", 1)
+        decorator = (f"{rewrite.WARP_ALIAS}.kernel{'' if backward else '(enable_backward=False)'}" if is_kernel
+                     else f"{rewrite.WARP_ALIAS}.func")
+        made = rewrite.instrument(prepared.target.source, flagged, copy_name, decorator, probe=probe)
+        if is_kernel:
+            return generated.Piece(name, [made.source], overload=prepared.overload, options=options), made
+        params = _INSTRUMENT_PARAMS if made.has_probe else _INSTRUMENT_PARAMS[:1]
+        wrapper = self._wrapper(prepared, copy_name, name, params, backward=backward)
+        return generated.Piece(name, [made.source, wrapper], options=options), made
+
+    def _instrument_arrays(self, prepared: Prepared, probe: float | None) -> list[Any]:
+        """The instrumented copy's own arguments: its counters and, unless ``probe`` is None, its
+        probes (``probe`` at this finding's slot, zero elsewhere) and taps."""
+        arrays = [wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device)]
+        if probe is not None:
+            probes = np.zeros(prepared.slots, dtype=np.float32)
+            probes[prepared.slot] = probe
+            arrays += [wp.array(probes, dtype=wp.float32, device=self.device),
+                       wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)]
+        return arrays
 
     def _prepare_safe(self, prepared: Prepared) -> None:
         """The finding's safe form, rewritten now (cheap) and built only if it is needed."""
@@ -565,14 +579,9 @@ class FileSession:
                           overrides: dict[str, np.ndarray] | None = None) -> tuple[list[int], float | None]:
         """Launch the instrumented copy on the draw's arrays (restored first): (counters, tap)."""
         draw.launch.restore(overrides)
-        hits = wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device)
-        extra = [hits]
-        tap = None
-        if prepared.cover_probes and "cover" not in prepared.substituted:
-            probes = np.zeros(prepared.slots, dtype=np.float32)
-            probes[prepared.slot] = probe
-            tap = wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)
-            extra += [wp.array(probes, dtype=wp.float32, device=self.device), tap]
+        probed = prepared.cover_probes and "cover" not in prepared.substituted
+        extra = self._instrument_arrays(prepared, probe if probed else None)
+        hits, tap = extra[0], (extra[2] if probed else None)
         wp.launch(prepared.kernels["cover"], dim=plan.dim, inputs=[*draw.launch.args, *extra], device=self.device)
         wp.synchronize_device(self.device)
         counters = hits.numpy()
@@ -1119,16 +1128,13 @@ class FileSession:
             return {"measured": False, "carries": False,
                     "why": f"the instrumented copy with its adjoint did not build: {error[:300]}"}
         draw.launch.restore()
-        probes = np.zeros(prepared.slots, dtype=np.float32)
-        extra = [wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device),
-                 wp.array(probes, dtype=wp.float32, device=self.device),
-                 wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)]
-        launch = LaunchUnderTest(kernel, plan.dim, [*draw.launch.args, *extra], device=self.device)
+        launch = LaunchUnderTest(kernel, plan.dim, [*draw.launch.args, *self._instrument_arrays(prepared, 0.0)],
+                                 device=self.device)
         seeds = {name: rng.standard_normal(launch.slots[name].size) for name in draw.outputs}
         ad = float(launch.backward(seeds, [rewrite.PROBE_PARAM])[rewrite.PROBE_PARAM][prepared.slot])
 
         def finite_difference(step: float) -> float:
-            moved = probes.astype(np.float64)
+            moved = np.zeros(prepared.slots)
             moved[prepared.slot] = step
             plus, minus = launch.forward({rewrite.PROBE_PARAM: moved}), launch.forward({rewrite.PROBE_PARAM: -moved})
             return sum(float(seeds[n] @ (plus[n] - minus[n])) for n in seeds) / (2 * step)
@@ -1147,21 +1153,13 @@ class FileSession:
         adjoint on first use (the usual one only ever runs forward, so it is built without)."""
         if prepared.key in self._adjoint_covers:
             return self._adjoint_covers[prepared.key]
-        target = prepared.target
-        is_kernel = target.kind == "kernel"
         name = f"_wl_coverad_{prepared.key}"
-        copy_name = name if is_kernel else f"_wl_coveradf_{prepared.key}"
         try:
-            made = rewrite.instrument(target.source, prepared.flagged, copy_name,
-                                      f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}")
+            piece, _ = self._instrumented_piece(prepared, name, prepared.flagged, backward=True)
         except rewrite.RewriteError as error:
             self._adjoint_covers[prepared.key] = (None, str(error))
             return self._adjoint_covers[prepared.key]
-        if is_kernel:
-            piece = generated.Piece(name, [made.source], overload=prepared.overload)
-        else:
-            piece = generated.Piece(name, [made.source, self._wrapper(prepared, copy_name, name, _INSTRUMENT_PARAMS)])
-        holder = Prepared(prepared.finding, target=target, key=prepared.key, pieces=[piece],
+        holder = Prepared(prepared.finding, target=prepared.target, key=prepared.key, pieces=[piece],
                           names={"adjoint_cover": name})
         self.report("compiling")
         self._build([holder], ("adjoint_cover",))

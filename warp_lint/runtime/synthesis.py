@@ -777,7 +777,7 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
     return LaunchPlan(dim=(LAUNCH_EXTENT,) * arity if arity else (1,), arguments=arguments, same_work=facts.same_work)
 
 
-def _plan_element_field(name: str, t: Any, handles: Mapping[str, str]) -> ArgumentSpec:
+def _plan_element_field(name: str, t: Any) -> ArgumentSpec:
     """A field of the structs in an array: drawn when it is a value (a number, a vector, a flag, a
     struct of those); left as Warp makes it (zero) when it is an array, an id of a structure, a
     texture: what a draw cannot stand for in each element. A kernel that uses such a field
@@ -789,7 +789,7 @@ def _plan_element_field(name: str, t: Any, handles: Mapping[str, str]) -> Argume
     if spec.kind in ("float-value", "int", "bool", "int-value"):
         return spec
     if spec.kind == "struct":
-        return dataclasses.replace(spec, fields=[_plan_element_field(f.name, f.warp_type, handles) for f in spec.fields])
+        return dataclasses.replace(spec, fields=[_plan_element_field(f.name, f.warp_type) for f in spec.fields])
     return ArgumentSpec(name, "left-zero", t)
 
 
@@ -822,7 +822,7 @@ def _plan_argument(name: str, t: Any, is_index: bool, handles: Mapping[str, str]
             raise UnsupportedKernel(f"argument {name!r} is a generic array the kernel was not instantiated for")
         if _is_struct(dtype):
             return ArgumentSpec(name, "struct-array", dtype, ndim=array.ndim,
-                                fields=[_plan_element_field(f"{name}.{field}", var.type, handles)
+                                fields=[_plan_element_field(f"{name}.{field}", var.type)
                                         for field, var in dtype.vars.items()])
         dtype = _resolve_python_scalar(dtype)
         if float_precision(dtype) and PACKED_BY in handles.get(name, ""):
