@@ -74,6 +74,8 @@ CASES = {
     "lopsided_gap": (EARNED, "lopsided_gap", "WL110", ["a", "b"], ["out"], {}),
     "beside_clip": (EARNED, "clipped_beside_components", "WL103", ["a", "n"], ["out"], {}),
     "inside_clip": (EARNED, "clipped_components", "WL103", ["a", "n"], ["out"], {}),
+    "beside_clip_product": (EARNED, "clipped_beside_product", "WL103", ["a", "n"], ["out"], {}),
+    "product_beside_clip": (EARNED, "clipped_beside_product", "WL104", ["a", "n"], ["out"], {}),
     "clipped_first_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "clipped_second_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "struct_array_in_place": (EARNED, "shape_scaled_in_place", "WL102", ["shapes", "a"], ["a"], {}),
@@ -445,6 +447,21 @@ def test_a_statement_with_its_safe_forms_adjoint_is_cleared_where_the_gradient_i
     # ... and the rewrite leaves AD as it was, while AD carries a derivative through the statement.
     assert confirmation.evidence["adjoint_change"]["kind"] == "same"
     assert confirmation.evidence["adjoint_through_statement"]["carries"] is True
+
+
+def test_the_derivative_through_the_statement_is_measured_in_the_setting_compared(verdicts):
+    # In the kernel as written the product's loop loses the derivative through the components; the
+    # setting compared has that loop made static, and there AD carries it to the output.
+    confirmation = verdicts["beside_clip_product"]
+    assert confirmation.status == Status.CLEARED, confirmation.reason
+    assert reason(confirmation) == Reason.SAME_AS_SAFE_FORM
+    evidence = confirmation.evidence
+    assert evidence["adjoint_change"]["kind"] == "same"
+    assert "dynamic loops made static" in evidence["adjoint_change"]["setting"]
+    through = evidence["adjoint_through_statement"]
+    assert through["carries"] is True and through["setting"] == evidence["adjoint_change"]["setting"]
+    # The product's own hazard is not cleared by it.
+    assert verdicts["product_beside_clip"].status != Status.CLEARED, verdicts["product_beside_clip"].reason
 
 
 def test_the_same_adjoint_clears_nothing_where_the_gradient_through_the_statement_is_wrong(verdicts):

@@ -193,7 +193,8 @@ class FileSession:
         self._made: dict[tuple[str | None, str], list[locate.Target]] = {}  # (name, kind) -> made from source
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
         self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
-        self._adjoint_covers: dict[str, tuple[Any, str]] = {}  # target key -> (instrumented copy with adjoint, error)
+        # (target key, setting) -> (instrumented copy with its adjoint, how instrumented, why it did not build)
+        self._adjoint_covers: dict[tuple, tuple[Any, rewrite.Instrumented | None, str]] = {}
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
         self._hangs: dict[str, int] = {}  # target key -> probes that hung on it
         self._hung_fills: dict[str, set[str]] = {}  # target key -> the fills a probe hung at
@@ -366,31 +367,48 @@ class FileSession:
                 item.flagged = flagged
 
     def _instrumented_piece(self, prepared: Prepared, name: str, flagged: list[tuple[int, str | None]], *,
-                            probe: bool = True, backward: bool = False,
-                            options: dict[str, Any] | None = None) -> tuple[generated.Piece, rewrite.Instrumented]:
+                            probe: bool = True, backward: bool = False, options: dict[str, Any] | None = None,
+                            setting: list[tuple[str, int]] | None = None
+                            ) -> tuple[generated.Piece, rewrite.Instrumented]:
         """A copy of the target with a counter slot per flagged statement (with ``probe``, a probe
         and a tap as well; for a @wp.func, a wrapper kernel calling it), built with its adjoint only
-        where ``backward``. Raises :class:`rewrite.RewriteError`."""
-        is_kernel = prepared.target.kind == "kernel"
+        where ``backward``; ``setting``: with these safe forms applied first (their added
+        parameters come before the counters). Raises :class:`rewrite.RewriteError`."""
+        target = prepared.target
+        is_kernel = target.kind == "kernel"
         copy_name = name if is_kernel else name.replace("_wl_cover", "_wl_coverf", 1)
         decorator = (f"{rewrite.WARP_ALIAS}.kernel{'' if backward else '(enable_backward=False)'}" if is_kernel
                      else f"{rewrite.WARP_ALIAS}.func")
-        made = rewrite.instrument(prepared.target.source, flagged, copy_name, decorator, probe=probe)
+        if setting is None:
+            made = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=probe)
+        else:
+            made = rewrite.instrument_in_setting(setting, target.source, flagged, copy_name, decorator,
+                                                 prepared.param_names, target.namespace(),
+                                                 int(locate.module_options(target).get("max_unroll") or 16),
+                                                 **_bounds(prepared))
+        added = made.setting.added_params if made.setting else {}
         if is_kernel:
-            return generated.Piece(name, [made.source], overload=prepared.overload, options=options), made
-        params = _INSTRUMENT_PARAMS if made.has_probe else _INSTRUMENT_PARAMS[:1]
-        wrapper = self._wrapper(prepared, copy_name, name, params, backward=backward)
+            overload = prepared.overload
+            if overload is not None and added:
+                overload = {**overload, **{new: prepared.concrete[old] for new, old in added.items()}}
+            return generated.Piece(name, [made.source], overload=overload, options=options), made
+        extra = [(new, prepared.concrete[old]) for new, old in added.items()]
+        extra += _INSTRUMENT_PARAMS if made.has_probe else _INSTRUMENT_PARAMS[:1]
+        wrapper = self._wrapper(prepared, copy_name, name, extra, backward=backward)
         return generated.Piece(name, [made.source, wrapper], options=options), made
 
-    def _instrument_arrays(self, prepared: Prepared, probe: float | None) -> list[Any]:
+    def _instrument_arrays(self, prepared: Prepared, probe: float | None,
+                           layout: tuple[int, int] | None = None) -> list[Any]:
         """The instrumented copy's own arguments: its counters and, unless ``probe`` is None, its
-        probes (``probe`` at this finding's slot, zero elsewhere) and taps."""
-        arrays = [wp.zeros(rewrite.HITS_PER_SLOT * prepared.slots, dtype=wp.int32, device=self.device)]
+        probes (``probe`` at this finding's slot, zero elsewhere) and taps; ``layout``: (slots,
+        this finding's slot) of a copy instrumented otherwise than the kernel's own."""
+        slots, slot = layout or (prepared.slots, prepared.slot)
+        arrays = [wp.zeros(rewrite.HITS_PER_SLOT * slots, dtype=wp.int32, device=self.device)]
         if probe is not None:
-            probes = np.zeros(prepared.slots, dtype=np.float32)
-            probes[prepared.slot] = probe
+            probes = np.zeros(slots, dtype=np.float32)
+            probes[slot] = probe
             arrays += [wp.array(probes, dtype=wp.float32, device=self.device),
-                       wp.zeros(prepared.slots, dtype=wp.float32, device=self.device)]
+                       wp.zeros(slots, dtype=wp.float32, device=self.device)]
         return arrays
 
     def _prepare_safe(self, prepared: Prepared) -> None:
@@ -946,16 +964,21 @@ class FileSession:
                  f"form ({prepared.safe.description})")
         verdict = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence, stays,
                                      loops=False)
-        if verdict["status"] == Status.INCONCLUSIVE:
-            # The kernel may also replay dynamic loops (flagged or not): set them aside as well.
+        if verdict["status"] != Status.INCONCLUSIVE:
+            return verdict
+        # The kernel may also replay dynamic loops (flagged or not): set them aside as well. Not
+        # where this statement's own safe form makes loops static: its hazard would go with them.
+        if prepared.finding.get("safe_form") not in rewrite.LOOP_FORMS:
             with_loops = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail,
                                             {k: v for k, v in evidence.items() if k != "isolation"}, stays, loops=True)
             if with_loops["status"] != Status.INCONCLUSIVE:
                 return with_loops
             if "isolation" in with_loops["evidence"]:
                 verdict["evidence"]["isolation_with_static_loops"] = with_loops["evidence"]["isolation"]
-            if verdict["reason"] == with_loops["reason"] == Reason.COUNTERFACTUAL_DISAGREES:
-                return self._judge_change(prepared, plan, draws, draw, nondet_tol, detail, verdict, stays)
+            if with_loops["reason"] != Reason.COUNTERFACTUAL_DISAGREES:
+                return verdict
+        if verdict["reason"] == Reason.COUNTERFACTUAL_DISAGREES:
+            return self._judge_change(prepared, plan, draws, draw, nondet_tol, detail, verdict, stays)
         return verdict
 
     def _aside(self, prepared: Prepared, loops: bool) -> str:
@@ -1014,6 +1037,40 @@ class FileSession:
         """(form, kernel) with every flagged statement of the kernel rewritten, and with all but
         this finding's (``loops``: and every dynamic loop made static in both); built once per
         kernel for all its findings. None when there is nothing else to set aside."""
+        chosen = self._isolation_specs(prepared, loops)
+        if chosen is None:
+            return None
+        names = _isolation_names(prepared, loops)
+        if names["mine"] not in self._isolation:
+            pieces = []
+            for role in ("all", "mine"):
+                if names[role] in self._isolation:
+                    continue
+                piece, form, skipped = self._rewrite_piece(prepared, names[role], chosen[role])
+                self._isolation[names[role]] = [form, None]
+                unrolled = next((error for spec, error in skipped if spec[0] == rewrite.STATIC_ALL_LOOPS), None)
+                if unrolled is not None:
+                    # Without its loops made static this copy is the isolation without loops again:
+                    # not built, so nothing claims a setting it is not.
+                    self._isolation_errors[names[role]] = f"its dynamic loops could not be made static: {unrolled}"
+                    continue
+                pieces.append(piece)
+            holder = Prepared(prepared.finding, target=prepared.target, key=prepared.key, pieces=pieces,
+                              names={f"iso{k}": p.name for k, p in enumerate(pieces)})
+            if pieces:
+                self.report("compiling")
+                self._build([holder], tuple(holder.names))
+                self.report("compiled")
+            for role_name, piece_name in holder.names.items():
+                self._isolation[piece_name][1] = holder.kernels.get(role_name)
+                if role_name in holder.build_errors:
+                    self._isolation_errors[piece_name] = holder.build_errors[role_name]
+        return tuple(self._isolation[names["all"]]), tuple(self._isolation[names["mine"]])
+
+    def _isolation_specs(self, prepared: Prepared, loops: bool) -> dict[str, list[tuple[str, int]]] | None:
+        """The safe forms of the isolation: every flagged statement of the kernel ("all") and all
+        but this finding's ("mine"), with ``loops`` the dynamic loops made static in both. None
+        when there is nothing else to set aside."""
         siblings = [p for p in (self.prepared or {}).values() if p.key == prepared.key and p.finding.get("safe_form")]
         specs = sorted({_safe_spec(p) for p in siblings}, key=lambda s: (s[1], s[0]))
         # Another rule's finding on this very statement is another hazard: it is set aside too.
@@ -1025,42 +1082,26 @@ class FileSession:
             specs, others = specs + [(rewrite.STATIC_ALL_LOOPS, 0)], others + [(rewrite.STATIC_ALL_LOOPS, 0)]
         elif not others:
             return None
-        names = _isolation_names(prepared, loops)
-        if names["mine"] not in self._isolation:
-            pieces = []
-            for role, chosen in (("all", specs), ("mine", others)):
-                if names[role] in self._isolation:
-                    continue
-                piece, form = self._rewrite_piece(prepared, names[role], chosen)
-                self._isolation[names[role]] = [form, None]
-                pieces.append(piece)
-            holder = Prepared(prepared.finding, target=prepared.target, key=prepared.key, pieces=pieces,
-                              names={f"iso{k}": p.name for k, p in enumerate(pieces)})
-            self.report("compiling")
-            self._build([holder], tuple(holder.names))
-            self.report("compiled")
-            for role_name, piece_name in holder.names.items():
-                self._isolation[piece_name][1] = holder.kernels.get(role_name)
-                if role_name in holder.build_errors:
-                    self._isolation_errors[piece_name] = holder.build_errors[role_name]
-        return tuple(self._isolation[names["all"]]), tuple(self._isolation[names["mine"]])
+        return {"all": specs, "mine": others}
 
-    def _rewrite_piece(self, prepared: Prepared, name: str, specs: list) -> tuple[generated.Piece, rewrite.SafeForm]:
+    def _rewrite_piece(self, prepared: Prepared, name: str, specs: list
+                       ) -> tuple[generated.Piece, rewrite.SafeForm, list[tuple[tuple[str, int], rewrite.RewriteError]]]:
         target = prepared.target
         is_kernel = target.kind == "kernel"
         copy_name = name if is_kernel else name.replace("_wl_iso", "_wl_isof")
         decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
-        form, _ = rewrite.safe_forms(specs, target.source, copy_name, decorator, prepared.param_names,
-                                     target.namespace(), int(locate.module_options(target).get("max_unroll") or 16),
-                                     **_bounds(prepared))
+        form, skipped = rewrite.safe_forms(specs, target.source, copy_name, decorator, prepared.param_names,
+                                           target.namespace(),
+                                           int(locate.module_options(target).get("max_unroll") or 16),
+                                           **_bounds(prepared))
         if is_kernel:
             overload = None
             if prepared.overload is not None:
                 overload = dict(prepared.overload)
                 overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
-            return generated.Piece(name, [form.source], overload=overload), form
+            return generated.Piece(name, [form.source], overload=overload), form, skipped
         extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
-        return generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)]), form
+        return generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)]), form, skipped
 
     # -- cleared? --------------------------------------------------------------------------------
     def _judge_change(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, nondet_tol: float,
@@ -1072,15 +1113,17 @@ class FileSession:
         against the counterfactual), and only there. AD moved toward finite differences is part of
         the disagreement removed (confirmed); AD unchanged clears the statement where AD carries a
         derivative through it on to the outputs (where the gradient is cut or wrong after it, its
-        safe form could not differ, whatever it does). That is measured on the kernel as written,
-        whose other hazards may cut it where the setting compared had set them aside: the cautious
-        side. Otherwise ``verdict`` stands."""
+        safe form could not differ, whatever it does). That is measured in the setting compared (a
+        derivative the kernel as written cuts after the statement, by a hazard the setting sets
+        aside, says nothing of this statement). Otherwise ``verdict`` stands."""
         evidence = verdict["evidence"]
         counterfactual = evidence["counterfactual"]
+        forms = None  # the safe forms of the setting compared (None: the kernel as written)
         for record in (evidence.get("isolation_with_static_loops"), evidence.get("isolation")):
             if record is not None and record.get("elsewhere"):  # compared, the same values computed
                 loops = record["dynamic_loops_static"]
                 (all_form, _), (others_form, _) = self._ensure_isolation(prepared, loops)
+                forms = self._isolation_specs(prepared, loops)["mine"]
                 setting = f"with {self._aside(prepared, loops)}"
                 change = _adjoint_change(draw.result.pairs,
                                          lambda p, r=record, f=others_form: _counterpart(r["others_safe"], f, p),
@@ -1102,8 +1145,8 @@ class FileSession:
                           f"{change.sentence()}; the rest of it comes from elsewhere", "evidence": evidence})
         if change.kind != "same":
             return verdict
-        adjoint = self._adjoint_through(prepared, plan, draw, np.random.default_rng(draw.seed))
-        evidence["adjoint_through_statement"] = adjoint
+        adjoint = self._adjoint_through(prepared, plan, draw, np.random.default_rng(draw.seed), setting=forms)
+        evidence["adjoint_through_statement"] = {"setting": setting if forms else "the kernel as written", **adjoint}
         unchanged = (f"the disagreement stays with every flagged statement of the kernel rewritten (it comes from "
                      f"elsewhere), and {setting} this statement as written and in its safe form "
                      f"({prepared.safe.description}) give the same AD and the same finite differences along the same "
@@ -1116,26 +1159,43 @@ class FileSession:
             f"{detail}; {unchanged}, and AD carries the derivative from the statement on to the outputs "
             f"({adjoint['why']})"), reason=Reason.SAME_AS_SAFE_FORM)
 
-    def _adjoint_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw,
-                         rng: np.random.Generator) -> dict[str, Any]:
+    def _adjoint_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, rng: np.random.Generator,
+                         setting: list[tuple[str, int]] | None = None) -> dict[str, Any]:
         """AD against finite differences of the outputs (along a random direction) with respect to
         the probe on the flagged statement's value, in an instrumented copy built with its adjoint:
-        whether AD carries the derivative from the statement on to the outputs."""
+        whether AD carries the derivative from the statement on to the outputs. ``setting``: in the
+        copy with these safe forms applied (the setting an isolation compared in), where one probe
+        scales the statement in every iteration an unrolled loop makes of it; else in the kernel as
+        written."""
         if not _has_probe(prepared):
             return {"measured": False, "carries": False, "why": _no_probe(prepared)}
-        kernel, error = self._ensure_adjoint_cover(prepared)
+        kernel, made, error = self._ensure_adjoint_cover(prepared, setting)
         if kernel is None:
             return {"measured": False, "carries": False,
                     "why": f"the instrumented copy with its adjoint did not build: {error[:300]}"}
+        slot = made.slots[prepared.relative]
+        if made.probed.get(slot) is None:
+            return {"measured": False, "carries": False, "why": "the flagged statement has no value to probe"}
         draw.launch.restore()
-        launch = LaunchUnderTest(kernel, plan.dim, [*draw.launch.args, *self._instrument_arrays(prepared, 0.0)],
-                                 device=self.device)
-        seeds = {name: rng.standard_normal(launch.slots[name].size) for name in draw.outputs}
-        ad = float(launch.backward(seeds, [rewrite.PROBE_PARAM])[rewrite.PROBE_PARAM][prepared.slot])
+        form = made.setting
+        if form is None:
+            args = [*draw.launch.args, *self._instrument_arrays(prepared, 0.0)]
+            outputs, rewound = list(draw.outputs), []
+        else:
+            by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
+            own = dict(zip([name for name, _ in _INSTRUMENT_PARAMS],
+                           self._instrument_arrays(prepared, 0.0, layout=(1, slot))))
+            args = [own[n] if n in own else wp.clone(by_name[form.added_params[n]]) if n in form.added_params
+                    else by_name[n] for n in (a.label for a in kernel.adj.args)]
+            outputs, rewound = [form.renamed_outputs.get(o, o) for o in draw.outputs], form.rewound
+        launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device,
+                                 rewound=[n for n in rewound if n in draw.launch.slots])
+        seeds = {name: rng.standard_normal(launch.slots[name].size) for name in outputs}
+        ad = float(launch.backward(seeds, [rewrite.PROBE_PARAM])[rewrite.PROBE_PARAM][slot])
 
         def finite_difference(step: float) -> float:
-            moved = np.zeros(prepared.slots)
-            moved[prepared.slot] = step
+            moved = np.zeros(len(made.probed))
+            moved[slot] = step
             plus, minus = launch.forward({rewrite.PROBE_PARAM: moved}), launch.forward({rewrite.PROBE_PARAM: -moved})
             return sum(float(seeds[n] @ (plus[n] - minus[n])) for n in seeds) / (2 * step)
 
@@ -1148,25 +1208,33 @@ class FileSession:
                f"({fd:.6g} at twice the step)")
         return {"measured": converged, "carries": bool(carries), "ad": ad, "fd": fd_half, "why": why}
 
-    def _ensure_adjoint_cover(self, prepared: Prepared) -> tuple[Any, str]:
-        """(kernel, why it did not build): the instrumented copy, with the same slots, built with its
-        adjoint on first use (the usual one only ever runs forward, so it is built without)."""
-        if prepared.key in self._adjoint_covers:
-            return self._adjoint_covers[prepared.key]
+    def _ensure_adjoint_cover(self, prepared: Prepared, setting: list[tuple[str, int]] | None = None
+                              ) -> tuple[Any, rewrite.Instrumented | None, str]:
+        """(kernel, how it is instrumented, why it did not build): the instrumented copy, built
+        with its adjoint on first use (the usual one only ever runs forward, so it is built
+        without). ``setting``: a copy with those safe forms applied and this finding's statement
+        alone instrumented (the others are rewritten)."""
+        key = (prepared.key, None if setting is None else (prepared.relative, tuple(setting)))
+        if key in self._adjoint_covers:
+            return self._adjoint_covers[key]
         name = f"_wl_coverad_{prepared.key}"
+        flagged = prepared.flagged
+        if setting is not None:
+            name += f"_l{prepared.relative}_{len([k for k in self._adjoint_covers if k[0] == prepared.key])}"
+            flagged = [(prepared.relative, None)]
         try:
-            piece, _ = self._instrumented_piece(prepared, name, prepared.flagged, backward=True)
+            piece, made = self._instrumented_piece(prepared, name, flagged, backward=True, setting=setting)
         except rewrite.RewriteError as error:
-            self._adjoint_covers[prepared.key] = (None, str(error))
-            return self._adjoint_covers[prepared.key]
+            self._adjoint_covers[key] = (None, None, str(error))
+            return self._adjoint_covers[key]
         holder = Prepared(prepared.finding, target=prepared.target, key=prepared.key, pieces=[piece],
                           names={"adjoint_cover": name})
         self.report("compiling")
         self._build([holder], ("adjoint_cover",))
         self.report("compiled")
-        self._adjoint_covers[prepared.key] = (holder.kernels.get("adjoint_cover"),
-                                              holder.build_errors.get("adjoint_cover", "did not build"))
-        return self._adjoint_covers[prepared.key]
+        self._adjoint_covers[key] = (holder.kernels.get("adjoint_cover"), made,
+                                     holder.build_errors.get("adjoint_cover", "did not build"))
+        return self._adjoint_covers[key]
 
     def _judge_agreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], evidence: dict[str, Any],
                          context: str | None = None, reason: str = Reason.GRADIENT_MATCHES) -> dict[str, Any]:

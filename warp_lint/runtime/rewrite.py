@@ -213,6 +213,7 @@ class Instrumented:
     source: str
     slots: dict[int, int]  # flagged line (relative) -> its slot: counters 2*slot (ran), 2*slot+1 (singular)
     probed: dict[int, str | None]  # slot -> what its probe scales (None: no probe)
+    setting: SafeForm | None = None  # the safe forms applied before instrumenting (instrument_in_setting)
 
     @property
     def has_probe(self) -> bool:
@@ -226,6 +227,34 @@ def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str
     points reached and, with ``probe``, its value is scaled by ``1 + _wl_probe[slot]`` (and summed
     into ``_wl_tap[slot]``). One copy serves every finding of a kernel."""
     definition = parse_function(source)
+    return _instrument(definition, *_locate(definition, flagged), new_name, decorator, probe)
+
+
+def instrument_in_setting(specs: list[tuple[str, int]], source: str, flagged: list[tuple[int, str | None]],
+                          new_name: str, decorator: str, params: list[str], constants: dict[str, object] | None = None,
+                          max_unroll: int = 16, *, int_bounds: dict[str, int] | None = None,
+                          array_ndims: dict[str, int] | None = None) -> Instrumented:
+    """``instrument`` on the function with the safe forms ``specs`` applied first (the setting an
+    isolation compares in): a statement an unrolled loop repeats has one probe slot, which scales
+    its value in every iteration. A form that does not apply is left out, as ``safe_forms`` leaves
+    it out of the copy compared. Raises :class:`RewriteError` where a form replaced a flagged
+    statement."""
+    definition = parse_function(source)
+    located, slots = _locate(definition, flagged)  # before the forms, which may replace them
+    context = Context(params, constants or {}, max_unroll, int_bounds or {}, array_ndims or {})
+    form, _ = _apply_forms(definition, specs, context)
+    try:
+        made = _instrument(definition, located, slots, new_name, decorator, True)
+    except RewriteError as error:
+        raise RewriteError(f"the flagged statement is rewritten itself in this setting ({error})") from error
+    made.setting = form
+    return made
+
+
+def _locate(definition: ast.FunctionDef, flagged: list[tuple[int, str | None]]
+            ) -> tuple[list[tuple[ast.stmt, str | None]], dict[int, int]]:
+    """The flagged statements, one per slot (with the singular kind checked there), and each
+    flagged line's slot."""
     located: list[tuple[ast.stmt, str | None]] = []
     slots: dict[int, int] = {}
     for line, singular in flagged:
@@ -240,6 +269,11 @@ def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str
         elif singular and not located[known][1]:
             located[known] = (statement, singular)
         slots[line] = known
+    return located, slots
+
+
+def _instrument(definition: ast.FunctionDef, located: list[tuple[ast.stmt, str | None]], slots: dict[int, int],
+                new_name: str, decorator: str, probe: bool) -> Instrumented:
     probed: dict[int, str | None] = {}
     anchors: list[ast.stmt] = []
     for slot, (statement, singular) in enumerate(located):
@@ -374,6 +408,17 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
     (with why): one that does not fit its statement, or a statement an earlier rewrite replaced."""
     definition = parse_function(source)
     context = Context(params, constants or {}, max_unroll, int_bounds or {}, array_ndims or {})
+    combined, skipped = _apply_forms(definition, specs, context)
+    definition.name = new_name
+    definition.decorator_list = [ast.parse(decorator, mode="eval").body]
+    combined.source = ast.unparse(ast.fix_missing_locations(definition))
+    return combined, skipped
+
+
+def _apply_forms(definition: ast.FunctionDef, specs: list[tuple[str, int]], context: Context
+                 ) -> tuple[SafeForm, list[tuple[tuple[str, int], RewriteError]]]:
+    """Rewrite ``definition`` in place by each form of ``specs``: the combined form (no source yet)
+    and the specs that did not apply."""
     located: list[tuple[tuple[str, int], ast.stmt | None]] = []
     for kind, line in specs:
         found = find_statement(definition.body, line)
@@ -404,9 +449,6 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
         combined.preserves_forward = combined.preserves_forward and result.preserves_forward
         combined.rewound += [name for name in result.rewound if name not in combined.rewound]
     combined.description = "; ".join(descriptions)
-    definition.name = new_name
-    definition.decorator_list = [ast.parse(decorator, mode="eval").body]
-    combined.source = ast.unparse(ast.fix_missing_locations(definition))
     return combined, skipped
 
 
@@ -870,6 +912,8 @@ def _replayed_counter(definition: ast.FunctionDef, block: list[ast.stmt], index:
 # Forms of the whole function rather than of a statement (their line is ignored).
 STATIC_ALL_LOOPS = "static-all-loops"
 WHOLE_FUNCTION_FORMS = {STATIC_ALL_LOOPS}
+# Forms that make loops static: a setting with every dynamic loop made static holds them already.
+LOOP_FORMS = {"static-enclosing-loops", "static-feeding-loops"}
 # Forms that rewrite expressions of the statement and leave the statement itself in its block.
 IN_PLACE_FORMS = {"select-branch", "guarded-sqrt", "replayed-counter"}
 
