@@ -7,7 +7,16 @@ import textwrap
 
 import pytest
 
-from warp_lint.runtime.rewrite import MIN_GUESSED_TRIPS, UNROLL, UNROLL_STATEMENTS, instrument, safe_forms
+from warp_lint.runtime.rewrite import (
+    MIN_GUESSED_TRIPS,
+    STATIC_ALL_LOOPS,
+    UNROLL,
+    UNROLL_STATEMENTS,
+    RewriteError,
+    instrument,
+    instrument_in_setting,
+    safe_forms,
+)
 
 # newton's SVD: line 5 is flagged twice (a selection that divides, a component write in a loop),
 # and line 3 holds a selection of another type.
@@ -98,3 +107,41 @@ def test_an_unpacked_tuple_is_not_probed_and_leaves_the_other_probes_of_its_copy
     assert made.probed[made.slots[2]] is None
     assert made.probed[made.slots[3]] == "the assigned value"
     assert "a, b = split(v)" in made.source
+
+
+# A solver loop as long as one rewrite may unroll, and a short loop after it (newton's GJK).
+LONG_THEN_SHORT = (
+    "def solve(x: float, c: wp.array(dtype=int)):\n    y = x\n    n = c[0]\n    while n > 0:\n        n -= 1\n"
+    + "".join(f"        y = y * 0.5 + {k}.0\n" for k in range(145))
+    + "    z = y\n    for k in range(c[1]):\n" + "".join(f"        z = z * y + {k}.0\n" for k in range(5))
+    + "    return z\n"
+)
+
+
+def test_the_loops_left_once_the_flagged_ones_are_unrolled_are_made_static_too():
+    # The setting with every loop static: the flagged loop's unroll nearly fills the allowance of
+    # one rewrite; the short loop after it still fits in the function's.
+    form, skipped = safe_forms([("static-enclosing-loops", 6), (STATIC_ALL_LOOPS, 0)], LONG_THEN_SHORT, "copy",
+                               "wp.func", ["x", "c"])
+    assert skipped == [], skipped
+    assert "while" not in form.source and "in range(c[1])" not in form.source
+
+
+def test_a_statement_is_instrumented_in_the_setting_with_one_probe_for_every_iteration():
+    form_source = textwrap.dedent('''
+        def horner(x: float, n: int):
+            y = float(0.0)
+            v = wp.vec3(0.0)
+            for k in range(n):
+                v[k % 3] = x * float(k)
+                y = y * x + v[k % 3]
+            return y
+    ''').lstrip("\n")
+    made = instrument_in_setting([("static-enclosing-loops", 6)], form_source, [(5, None)], "copy", "wp.func",
+                                 ["x", "n"])
+    assert made.setting is not None and "made static" in made.setting.description
+    assert "for k in range(n)" not in made.source  # the loop is static ...
+    assert made.source.count("_wl_probe[0]") == 1 and made.probed == {0: "the assigned value"}  # ... one probe
+    # A form that replaces the flagged statement itself leaves nothing to instrument as written.
+    with pytest.raises(RewriteError, match="rewritten itself"):
+        instrument_in_setting([("rebuild-component", 5)], form_source, [(5, None)], "copy", "wp.func", ["x", "n"])

@@ -76,6 +76,9 @@ CASES = {
     "inside_clip": (EARNED, "clipped_components", "WL103", ["a", "n"], ["out"], {}),
     "beside_clip_product": (EARNED, "clipped_beside_product", "WL103", ["a", "n"], ["out"], {}),
     "product_beside_clip": (EARNED, "clipped_beside_product", "WL104", ["a", "n"], ["out"], {}),
+    "beside_clip_nested": (EARNED, "clipped_beside_nested_whiles", "WL103", ["a", "n"], ["out"], {}),
+    "first_product_beside_clip": (EARNED, "clipped_beside_two_products", "WL104", ["a", "n"], ["out"], {}),
+    "second_product_beside_clip": (EARNED, "clipped_beside_two_products", "WL104", ["a", "n"], ["out"], {}),
     "clipped_first_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "clipped_second_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "struct_array_in_place": (EARNED, "shape_scaled_in_place", "WL102", ["shapes", "a"], ["a"], {}),
@@ -462,6 +465,21 @@ def test_the_derivative_through_the_statement_is_measured_in_the_setting_compare
     assert through["carries"] is True and through["setting"] == evidence["adjoint_change"]["setting"]
     # The product's own hazard is not cleared by it.
     assert verdicts["product_beside_clip"].status != Status.CLEARED, verdicts["product_beside_clip"].reason
+
+
+def test_no_setting_with_every_loop_static_is_claimed_where_the_loops_could_not_be_unrolled(verdicts):
+    confirmation = verdicts["beside_clip_nested"]
+    assert "isolation_with_static_loops" not in confirmation.evidence, confirmation.reason
+    assert "made static" not in confirmation.evidence.get("adjoint_change", {}).get("setting", "")
+
+
+@pytest.mark.parametrize("marker", ["first_product_beside_clip", "second_product_beside_clip"])
+def test_no_isolation_where_the_other_statements_forms_make_this_ones_loop_static(verdicts, marker):
+    # Both products' safe form is their loop made static: the isolation's two kernels would be
+    # one, and their sameness would clear a real hazard.
+    confirmation = verdicts[marker]
+    assert confirmation.status != Status.CLEARED, confirmation.reason
+    assert "no longer as written" in confirmation.reason
 
 
 def test_the_same_adjoint_clears_nothing_where_the_gradient_through_the_statement_is_wrong(verdicts):

@@ -993,6 +993,11 @@ class FileSession:
                       nondet_tol: float, detail: str, evidence: dict[str, Any], stays: str,
                       loops: bool) -> dict[str, Any]:
         aside = self._aside(prepared, loops)
+        chosen = self._isolation_specs(prepared, loops)
+        taken = chosen and self._own_form_taken(prepared, chosen["mine"])
+        if taken:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with {aside} this statement is no longer "
+                                 f"as written ({taken}): no isolation tells the two apart", **evidence)
         pieces = self._ensure_isolation(prepared, loops)
         if pieces is None:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and no other flagged statement of the "
@@ -1083,6 +1088,20 @@ class FileSession:
         elif not others:
             return None
         return {"all": specs, "mine": others}
+
+    def _own_form_taken(self, prepared: Prepared, others: list[tuple[str, int]]) -> str | None:
+        """Why this finding's safe form no longer applies once ``others`` are applied (None where it
+        does): a sibling's loops made static are this statement's loops too (newton's restitution
+        solve flags four statements of one loop), and the isolation's two kernels would be one."""
+        own = _safe_spec(prepared)
+        if own[0] not in rewrite.LOOP_FORMS:
+            return None  # a form of the statement itself: the others leave it as written
+        target = prepared.target
+        _, skipped = rewrite.safe_forms([*others, own], target.source, "_wl_taken", f"{rewrite.WARP_ALIAS}.func",
+                                        prepared.param_names, target.namespace(),
+                                        int(locate.module_options(target).get("max_unroll") or 16),
+                                        **_bounds(prepared))
+        return next((f"its safe form no longer applies: {error}" for spec, error in skipped if spec == own), None)
 
     def _rewrite_piece(self, prepared: Prepared, name: str, specs: list
                        ) -> tuple[generated.Piece, rewrite.SafeForm, list[tuple[tuple[str, int], rewrite.RewriteError]]]:
