@@ -383,9 +383,7 @@ class FileSession:
             made = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=probe)
         else:
             made = rewrite.instrument_in_setting(setting, target.source, flagged, copy_name, decorator,
-                                                 prepared.param_names, target.namespace(),
-                                                 int(locate.module_options(target).get("max_unroll") or 16),
-                                                 **_bounds(prepared))
+                                                 *_rewrite_context(prepared), **_bounds(prepared))
         added = made.setting.added_params if made.setting else {}
         if is_kernel:
             overload = prepared.overload
@@ -423,8 +421,7 @@ class FileSession:
         decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
         try:
             form = rewrite.safe_form(safe_kind, target.source, prepared.relative, copy_name, decorator,
-                                     prepared.param_names, target.namespace(),
-                                     int(locate.module_options(target).get("max_unroll") or 16), **_bounds(prepared))
+                                     *_rewrite_context(prepared), **_bounds(prepared))
         except rewrite.RewriteError as error:
             prepared.safe_error = str(error)
             return
@@ -1082,7 +1079,7 @@ class FileSession:
         others = [s for s in specs if s != _safe_spec(prepared)]
         if loops:
             if not rewrite.has_dynamic_loops(prepared.target.source, prepared.target.namespace(),
-                                             int(locate.module_options(prepared.target).get("max_unroll") or 16)):
+                                             _max_unroll(prepared.target)):
                 return None
             specs, others = specs + [(rewrite.STATIC_ALL_LOOPS, 0)], others + [(rewrite.STATIC_ALL_LOOPS, 0)]
         elif not others:
@@ -1098,9 +1095,7 @@ class FileSession:
             return None  # a form of the statement itself: the others leave it as written
         target = prepared.target
         _, skipped = rewrite.safe_forms([*others, own], target.source, "_wl_taken", f"{rewrite.WARP_ALIAS}.func",
-                                        prepared.param_names, target.namespace(),
-                                        int(locate.module_options(target).get("max_unroll") or 16),
-                                        **_bounds(prepared))
+                                        *_rewrite_context(prepared), **_bounds(prepared))
         return next((f"its safe form no longer applies: {error}" for spec, error in skipped if spec == own), None)
 
     def _rewrite_piece(self, prepared: Prepared, name: str, specs: list
@@ -1109,9 +1104,7 @@ class FileSession:
         is_kernel = target.kind == "kernel"
         copy_name = name if is_kernel else name.replace("_wl_iso", "_wl_isof")
         decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
-        form, skipped = rewrite.safe_forms(specs, target.source, copy_name, decorator, prepared.param_names,
-                                           target.namespace(),
-                                           int(locate.module_options(target).get("max_unroll") or 16),
+        form, skipped = rewrite.safe_forms(specs, target.source, copy_name, decorator, *_rewrite_context(prepared),
                                            **_bounds(prepared))
         if is_kernel:
             overload = None
@@ -1452,6 +1445,17 @@ def survives_in_fork(action: Callable[[], None], seconds: float) -> str | None:
         except ValueError:
             return f"killed by signal {number}"
     return None
+
+
+def _max_unroll(target: locate.Target) -> int:
+    """The module's unroll limit: Warp keeps constant loops up to it static already."""
+    return int(locate.module_options(target).get("max_unroll") or 16)
+
+
+def _rewrite_context(prepared: Prepared) -> tuple[list[str], dict[str, Any], int]:
+    """What a rewrite of the target needs beside its source: parameter names, the names it
+    sees, the module's unroll limit."""
+    return prepared.param_names, prepared.target.namespace(), _max_unroll(prepared.target)
 
 
 def _safe_spec(prepared: Prepared) -> tuple[str, int]:
