@@ -86,6 +86,10 @@ PROBE_STEP = 1e-2
 # The share of a pair's disagreement that rewriting the flagged statement must remove, beside a
 # disagreement that stays (from elsewhere), to count as this statement's part of it.
 SHARE_REMOVED = 0.1
+# AD with the statement rewritten "the same": the two kernels compute the same values, so a move
+# beyond float rounding (relative to AD's magnitude) is the statement's doing, however small beside
+# the tolerance (eig3's line 567 moves AD by 1 % of finite differences: below the tolerance, not nothing).
+UNCHANGED_ADJOINT = 1e-4
 # The instrumented copy's own parameters, after the kernel's: counters, then probes and taps.
 _INSTRUMENT_PARAMS = [(rewrite.HITS_PARAM, wp.array(dtype=wp.int32)), (rewrite.PROBE_PARAM, wp.array(dtype=wp.float32)),
                       (rewrite.TAP_PARAM, wp.array(dtype=wp.float32))]
@@ -1583,7 +1587,8 @@ def _adjoint_change(pairs: list[PairResult], as_written: Callable[[PairResult], 
         # disagreement from elsewhere, a small move could go either way.
         closer = pair.status == "fail" and gained > max(allowed, SHARE_REMOVED * abs(ad - fd))
         moves.append({"input": pair.input, "output": pair.output, "ad": ad, "ad_safe": ad_safe, "fd": fd,
-                      "same": abs(ad - ad_safe) <= allowed, "closer": bool(closer), "farther": gained < -allowed,
+                      "same": abs(ad - ad_safe) <= UNCHANGED_ADJOINT * max(abs(ad), abs(ad_safe), tolerances.atol),
+                      "closer": bool(closer), "farther": gained < -allowed,
                       "share_removed": gained / abs(ad - fd) if ad != fd else 0.0})
     if not moves or any(m["farther"] for m in moves):
         return AdjointChange("other", moves)
