@@ -10,7 +10,15 @@ import warp as wp
 from runtime_helpers import FIXTURES
 from warp_devices import DEVICES
 
-from warp_lint.runtime.synthesis import Fill, kernel_facts, make_arguments, plan_launch, struct_with_fields
+from warp_lint.runtime.synthesis import (
+    Fill,
+    KernelFacts,
+    fills_for,
+    kernel_facts,
+    make_arguments,
+    plan_launch,
+    struct_with_fields,
+)
 
 SOURCE = textwrap.dedent('''
     def k(tri: wp.array2d(dtype=int), gather: wp.array(dtype=int), offsets: wp.array(dtype=int),
@@ -263,3 +271,14 @@ def test_bit_sets_compared_through_a_mask_are_drawn_among_low_bits():
     facts = kernel_facts(FLAGGED_BODIES)
     assert facts.branch_values["body_flags"] >= set(BIT_CHOICES)
     assert facts.branch_values["body_flag_filter"] >= set(BIT_CHOICES)
+
+
+def test_a_tiny_literal_gets_a_fill_at_its_own_scale_beside_the_usual_one():
+    # `wp.abs(n[2]) <= 1e-4`: values 1e-4 +/- [0.05, 1] never pass it.
+    facts = KernelFacts(literals=[1.0e-4, 0.5])
+    fills = fills_for(facts, value_dependent=False)
+    assert [f.kind for f in fills].count("close") == 1 and fills[-1] == Fill("close", 1.0e-4)
+    values = Fill("close", 1.0e-4).draw(np.random.default_rng(0), (4000,))
+    inside = np.abs(values) <= 1.0e-4
+    assert 0.3 < inside.mean() < 0.45  # three in four near zero, half of those within the literal
+    assert np.abs(values[~inside]).max() > 0.05  # the rest at the usual scale

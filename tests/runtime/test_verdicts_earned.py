@@ -79,6 +79,7 @@ CASES = {
     "beside_clip_nested": (EARNED, "clipped_beside_nested_whiles", "WL103", ["a", "n"], ["out"], {}),
     "first_product_beside_clip": (EARNED, "clipped_beside_two_products", "WL104", ["a", "n"], ["out"], {}),
     "second_product_beside_clip": (EARNED, "clipped_beside_two_products", "WL104", ["a", "n"], ["out"], {}),
+    "epsilon_branch": (EARNED, "level_side_feature", "WL103", ["n", "h"], ["out"], {}),
     "clipped_first_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "clipped_second_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "struct_array_in_place": (EARNED, "shape_scaled_in_place", "WL102", ["shapes", "a"], ["a"], {}),
@@ -480,6 +481,12 @@ def test_no_isolation_where_the_other_statements_forms_make_this_ones_loop_stati
     confirmation = verdicts[marker]
     assert confirmation.status != Status.CLEARED, confirmation.reason
     assert "no longer as written" in confirmation.reason
+
+
+def test_a_statement_behind_an_epsilon_test_is_reached_by_values_at_the_epsilons_scale(verdicts):
+    confirmation = verdicts["epsilon_branch"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "within twice the literal 0.0001 of zero" in confirmation.evidence["input_values"]
 
 
 def test_the_same_adjoint_clears_nothing_where_the_gradient_through_the_statement_is_wrong(verdicts):

@@ -71,6 +71,7 @@ from warp_lint.runtime.verdicts import Reason, Status
 
 RUNS_PER_FILL = 3  # random draws that must all agree before a finding is cleared
 RESAMPLES = 3  # draws per fill before moving on to the next fill
+CLOSE_RESAMPLES = 4  # ... times this for a fill at a tiny literal's scale
 # Draws after every fill has been tried and the flagged statement never ran: mutations of the
 # draw that got furthest toward it, or fresh targeted ones; cheap launches of compiled kernels.
 EXPLORATION_DRAWS = 48
@@ -680,7 +681,9 @@ class FileSession:
             if done(draw):
                 return draw, explored
         for fill in fills:
-            for resample in range(RESAMPLES):
+            # A "close" fill aims at a narrow band, which one value in a few of the draw must hit
+            # together with the branches' integers: it gets more draws.
+            for resample in range(RESAMPLES * (CLOSE_RESAMPLES if fill.kind == "close" else 1)):
                 draw = attempt(fill, targetable and resample > 0)
                 if done(draw):
                     return draw, explored

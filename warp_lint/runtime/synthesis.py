@@ -575,14 +575,18 @@ def _is_generic(t: Any) -> bool:
 
 
 # -- fills -----------------------------------------------------------------------------------------
+CLOSE_LITERALS_BELOW = 0.01  # literals this small also get a fill at their own scale ("close")
 @dataclasses.dataclass(frozen=True)
 class Fill:
     """How floating-point values are drawn."""
 
-    kind: str  # default | small | wide | around | aligned | zeros | large
+    kind: str  # default | small | wide | around | close | aligned | zeros | large
     center: float = 0.0
 
     def describe(self) -> str:
+        if self.kind == "close":
+            return (f"within twice the literal {self.center:g} of zero (three values in four; the rest as "
+                    "for a literal of 1)")
         return {
             "default": "uniform in [0.5, 1.5]",
             "small": "uniform in [0.05, 0.45]",
@@ -605,7 +609,13 @@ class Fill:
         if self.kind == "large":
             return rng.uniform(50.0, 120.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
         offsets = rng.uniform(0.05, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
-        return self.center + offsets * max(1.0, abs(self.center) * 0.1)
+        around = self.center + offsets * max(1.0, abs(self.center) * 0.1)
+        if self.kind == "close":
+            # `wp.abs(n[2]) <= 1e-4` needs one component that small; the others, of the usual
+            # size, keep finite differences well scaled.
+            near = rng.uniform(-2.0, 2.0, size=shape) * abs(self.center)
+            return np.where(rng.random(size=shape) < 0.75, near, around)
+        return around
 
 
 def fills_for(facts: KernelFacts, value_dependent: bool) -> list[Fill]:
@@ -616,6 +626,9 @@ def fills_for(facts: KernelFacts, value_dependent: bool) -> list[Fill]:
         fills += [Fill("aligned"), Fill("zeros"), Fill("large")]
     fills += [Fill("around", c) for c in facts.literals]
     fills.append(Fill("wide"))
+    # A threshold far below the values' scale (an epsilon) is crossed only by values as small as
+    # it. Tried last, so a statement another fill runs is drawn as before.
+    fills += [Fill("close", c) for c in facts.literals if 0.0 < abs(c) < CLOSE_LITERALS_BELOW]
     return fills
 
 
