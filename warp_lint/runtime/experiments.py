@@ -198,7 +198,8 @@ class FileSession:
         self._made: dict[tuple[str | None, str], list[locate.Target]] = {}  # (name, kind) -> made from source
         self._isolation: dict[str, list] = {}  # piece name -> [SafeForm, built kernel]
         self._isolation_errors: dict[str, str] = {}  # piece name -> why it did not build
-        # (target key, setting) -> (instrumented copy with its adjoint, how instrumented, why it did not build)
+        # (target key[, finding's line, isolation with loops static]) -> (instrumented copy with its
+        # adjoint, how instrumented, why it did not build)
         self._adjoint_covers: dict[tuple, tuple[Any, rewrite.Instrumented | None, str]] = {}
         self._hung: dict[str, str] = {}  # target key -> the finding whose probe hung on it
         self._hangs: dict[str, int] = {}  # target key -> probes that hung on it
@@ -390,15 +391,24 @@ class FileSession:
             made = rewrite.instrument_in_setting(setting, target.source, flagged, copy_name, decorator,
                                                  *_rewrite_context(prepared), **_bounds(prepared))
         added = made.setting.added_params if made.setting else {}
-        if is_kernel:
+        counters = _INSTRUMENT_PARAMS if made.has_probe else _INSTRUMENT_PARAMS[:1]
+        return self._rewritten_piece(prepared, name, copy_name, made.source, added, counters, backward=backward,
+                                     options=options), made
+
+    def _rewritten_piece(self, prepared: Prepared, name: str, copy_name: str, source: str, added: dict[str, str],
+                         extra: list[tuple[str, Any]] = (), *, backward: bool = True,
+                         options: dict[str, Any] | None = None) -> generated.Piece:
+        """The piece for a rewritten copy of the target (``source``, named ``copy_name``): a kernel
+        whose overload also types the parameters a rewrite ``added`` (new -> the original it copies);
+        for a @wp.func, the copy and a wrapper kernel passing those on, then ``extra``."""
+        if prepared.target.kind == "kernel":
             overload = prepared.overload
-            if overload is not None and added:
+            if overload is not None:
                 overload = {**overload, **{new: prepared.concrete[old] for new, old in added.items()}}
-            return generated.Piece(name, [made.source], overload=overload, options=options), made
-        extra = [(new, prepared.concrete[old]) for new, old in added.items()]
-        extra += _INSTRUMENT_PARAMS if made.has_probe else _INSTRUMENT_PARAMS[:1]
-        wrapper = self._wrapper(prepared, copy_name, name, extra, backward=backward)
-        return generated.Piece(name, [made.source, wrapper], options=options), made
+            return generated.Piece(name, [source], overload=overload, options=options)
+        passed = [(new, prepared.concrete[old]) for new, old in added.items()] + list(extra)
+        wrapper = self._wrapper(prepared, copy_name, name, passed, backward=backward)
+        return generated.Piece(name, [source, wrapper], options=options)
 
     def _instrument_arrays(self, prepared: Prepared, probe: float | None,
                            layout: tuple[int, int] | None = None) -> list[Any]:
@@ -431,15 +441,7 @@ class FileSession:
             prepared.safe_error = str(error)
             return
         prepared.safe = form
-        if is_kernel:
-            overload = None
-            if prepared.overload is not None:
-                overload = dict(prepared.overload)
-                overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
-            prepared.safe_piece = generated.Piece(name, [form.source], overload=overload)
-        else:
-            extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
-            prepared.safe_piece = generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)])
+        prepared.safe_piece = self._rewritten_piece(prepared, name, copy_name, form.source, form.added_params)
         prepared.names["safe"] = name
 
     def _ensure_safe(self, prepared: Prepared) -> None:
@@ -925,14 +927,8 @@ class FileSession:
                         nondet_tol: float) -> dict[str, Any]:
         """Run ``kernel`` (a rewrite of the original by ``safe``) on the draw's inputs: its forward
         against the original's, and its AD against FD along the same random directions."""
-        names = [a.label for a in kernel.adj.args]
-        by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
         draw.launch.restore()
-        args = []
-        for name in names:
-            source = safe.added_params.get(name, name)
-            value = by_name[source]
-            args.append(wp.clone(value) if name in safe.added_params else value)
+        args = _rewritten_args(prepared, draw, kernel, safe.added_params)
         launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device,
                                  rewound=[name for name in safe.rewound if name in draw.launch.slots])
         after = launch.forward()
@@ -970,18 +966,15 @@ class FileSession:
                                      loops=False)
         if verdict["status"] != Status.INCONCLUSIVE:
             return verdict
-        # The kernel may also replay dynamic loops (flagged or not): set them aside as well. Not
-        # where this statement's own safe form makes loops static: its hazard would go with them.
-        if prepared.finding.get("safe_form") not in rewrite.LOOP_FORMS:
-            with_loops = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail,
-                                            {k: v for k, v in evidence.items() if k != "isolation"}, stays, loops=True)
-            if with_loops["status"] != Status.INCONCLUSIVE:
-                return with_loops
-            if "isolation" in with_loops["evidence"]:
-                verdict["evidence"]["isolation_with_static_loops"] = with_loops["evidence"]["isolation"]
-            if with_loops["reason"] != Reason.COUNTERFACTUAL_DISAGREES:
-                return verdict
-        if verdict["reason"] == Reason.COUNTERFACTUAL_DISAGREES:
+        # The kernel may also replay dynamic loops (flagged or not): set them aside as well (where
+        # this statement's own safe form makes loops static, _own_form_taken says no isolation).
+        with_loops = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail,
+                                        {k: v for k, v in evidence.items() if k != "isolation"}, stays, loops=True)
+        if with_loops["status"] != Status.INCONCLUSIVE:
+            return with_loops
+        if "isolation" in with_loops["evidence"]:
+            verdict["evidence"]["isolation_with_static_loops"] = with_loops["evidence"]["isolation"]
+        if verdict["reason"] == with_loops["reason"] == Reason.COUNTERFACTUAL_DISAGREES:
             return self._judge_change(prepared, plan, draws, draw, nondet_tol, detail, verdict, stays)
         return verdict
 
@@ -1113,14 +1106,7 @@ class FileSession:
         decorator = f"{rewrite.WARP_ALIAS}.{'kernel' if is_kernel else 'func'}"
         form, skipped = rewrite.safe_forms(specs, target.source, copy_name, decorator, *_rewrite_context(prepared),
                                            **_bounds(prepared))
-        if is_kernel:
-            overload = None
-            if prepared.overload is not None:
-                overload = dict(prepared.overload)
-                overload.update({new: prepared.concrete[old] for new, old in form.added_params.items()})
-            return generated.Piece(name, [form.source], overload=overload), form, skipped
-        extra = [(new, prepared.concrete[old]) for new, old in form.added_params.items()]
-        return generated.Piece(name, [form.source, self._wrapper(prepared, copy_name, name, extra)]), form, skipped
+        return self._rewritten_piece(prepared, name, copy_name, form.source, form.added_params), form, skipped
 
     # -- cleared? --------------------------------------------------------------------------------
     def _judge_change(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, nondet_tol: float,
@@ -1137,12 +1123,12 @@ class FileSession:
         aside, says nothing of this statement). Otherwise ``verdict`` stands."""
         evidence = verdict["evidence"]
         counterfactual = evidence["counterfactual"]
-        forms = None  # the safe forms of the setting compared (None: the kernel as written)
+        isolated = None  # the isolation whose setting was compared (its loops static or not); None: none
         for record in (evidence.get("isolation_with_static_loops"), evidence.get("isolation")):
             if record is not None and record.get("elsewhere"):  # compared, the same values computed
                 loops = record["dynamic_loops_static"]
                 (all_form, _), (others_form, _) = self._ensure_isolation(prepared, loops)
-                forms = self._isolation_specs(prepared, loops)["mine"]
+                isolated = loops
                 setting = f"with {self._aside(prepared, loops)}"
                 change = _adjoint_change(draw.result.pairs,
                                          lambda p, r=record, f=others_form: _counterpart(r["others_safe"], f, p),
@@ -1164,8 +1150,9 @@ class FileSession:
                           f"{change.sentence()}; the rest of it comes from elsewhere", "evidence": evidence})
         if change.kind != "same":
             return verdict
-        adjoint = self._adjoint_through(prepared, plan, draw, np.random.default_rng(draw.seed), setting=forms)
-        evidence["adjoint_through_statement"] = {"setting": setting if forms else "the kernel as written", **adjoint}
+        adjoint = self._adjoint_through(prepared, plan, draw, np.random.default_rng(draw.seed), isolated)
+        evidence["adjoint_through_statement"] = {"setting": "the kernel as written" if isolated is None else setting,
+                                                 **adjoint}
         unchanged = (f"the disagreement stays with every flagged statement of the kernel rewritten (it comes from "
                      f"elsewhere), and {setting} this statement as written and in its safe form "
                      f"({prepared.safe.description}) give the same AD and the same finite differences along the same "
@@ -1179,16 +1166,16 @@ class FileSession:
             f"({adjoint['why']})"), reason=Reason.SAME_AS_SAFE_FORM)
 
     def _adjoint_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, rng: np.random.Generator,
-                         setting: list[tuple[str, int]] | None = None) -> dict[str, Any]:
+                         isolated: bool | None = None) -> dict[str, Any]:
         """AD against finite differences of the outputs (along a random direction) with respect to
         the probe on the flagged statement's value, in an instrumented copy built with its adjoint:
-        whether AD carries the derivative from the statement on to the outputs. ``setting``: in the
-        copy with these safe forms applied (the setting an isolation compared in), where one probe
-        scales the statement in every iteration an unrolled loop makes of it; else in the kernel as
+        whether AD carries the derivative from the statement on to the outputs. ``isolated``: in the
+        setting that isolation (with its loops static, or not) compared in, where one probe scales
+        the statement in every iteration an unrolled loop makes of it; None: in the kernel as
         written."""
         if not _has_probe(prepared):
             return {"measured": False, "carries": False, "why": _no_probe(prepared)}
-        kernel, made, error = self._ensure_adjoint_cover(prepared, setting)
+        kernel, made, error = self._ensure_adjoint_cover(prepared, isolated)
         if kernel is None:
             return {"measured": False, "carries": False,
                     "why": f"the instrumented copy with its adjoint did not build: {error[:300]}"}
@@ -1201,11 +1188,9 @@ class FileSession:
             args = [*draw.launch.args, *self._instrument_arrays(prepared, 0.0)]
             outputs, rewound = list(draw.outputs), []
         else:
-            by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
             own = dict(zip([name for name, _ in _INSTRUMENT_PARAMS],
                            self._instrument_arrays(prepared, 0.0, layout=(1, slot))))
-            args = [own[n] if n in own else wp.clone(by_name[form.added_params[n]]) if n in form.added_params
-                    else by_name[n] for n in (a.label for a in kernel.adj.args)]
+            args = _rewritten_args(prepared, draw, kernel, form.added_params, own)
             outputs, rewound = [form.renamed_outputs.get(o, o) for o in draw.outputs], form.rewound
         launch = LaunchUnderTest(kernel, plan.dim, args, device=self.device,
                                  rewound=[n for n in rewound if n in draw.launch.slots])
@@ -1227,20 +1212,20 @@ class FileSession:
                f"({fd:.6g} at twice the step)")
         return {"measured": converged, "carries": bool(carries), "ad": ad, "fd": fd_half, "why": why}
 
-    def _ensure_adjoint_cover(self, prepared: Prepared, setting: list[tuple[str, int]] | None = None
+    def _ensure_adjoint_cover(self, prepared: Prepared, isolated: bool | None = None
                               ) -> tuple[Any, rewrite.Instrumented | None, str]:
         """(kernel, how it is instrumented, why it did not build): the instrumented copy, built
         with its adjoint on first use (the usual one only ever runs forward, so it is built
-        without). ``setting``: a copy with those safe forms applied and this finding's statement
-        alone instrumented (the others are rewritten)."""
-        key = (prepared.key, None if setting is None else (prepared.relative, tuple(setting)))
+        without). ``isolated``: the copy of that isolation's setting (this finding's "mine", its
+        loops static or not), with this finding's statement alone instrumented (the others are
+        rewritten)."""
+        key = (prepared.key,) if isolated is None else (prepared.key, prepared.relative, isolated)
         if key in self._adjoint_covers:
             return self._adjoint_covers[key]
-        name = f"_wl_coverad_{prepared.key}"
-        flagged = prepared.flagged
-        if setting is not None:
-            name += f"_l{prepared.relative}_{len([k for k in self._adjoint_covers if k[0] == prepared.key])}"
-            flagged = [(prepared.relative, None)]
+        name, flagged, setting = f"_wl_coverad_{prepared.key}", prepared.flagged, None
+        if isolated is not None:
+            name += f"_l{prepared.relative}{'_loops' if isolated else ''}"
+            flagged, setting = [(prepared.relative, None)], self._isolation_specs(prepared, isolated)["mine"]
         try:
             piece, made = self._instrumented_piece(prepared, name, flagged, backward=True, setting=setting)
         except rewrite.RewriteError as error:
@@ -1452,6 +1437,17 @@ def survives_in_fork(action: Callable[[], None], seconds: float) -> str | None:
         except ValueError:
             return f"killed by signal {number}"
     return None
+
+
+def _rewritten_args(prepared: Prepared, draw: Draw, kernel: Any, added: dict[str, str],
+                    own: dict[str, Any] | None = None) -> list[Any]:
+    """Arguments of a rewritten copy (``kernel``), by name: the draw's own, a fresh copy of the
+    original's for each parameter a rewrite ``added`` (new -> original), and ``own`` (an instrumented
+    copy's counters, probes and taps)."""
+    by_name = dict(zip([a.label for a in prepared.kernels["orig"].adj.args], draw.launch.args))
+    own = own or {}
+    return [own[n] if n in own else wp.clone(by_name[added[n]]) if n in added else by_name[n]
+            for n in (a.label for a in kernel.adj.args)]
 
 
 def _max_unroll(target: locate.Target) -> int:

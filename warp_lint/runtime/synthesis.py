@@ -576,6 +576,8 @@ def _is_generic(t: Any) -> bool:
 
 # -- fills -----------------------------------------------------------------------------------------
 CLOSE_LITERALS_BELOW = 0.01  # literals this small also get a fill at their own scale ("close")
+
+
 @dataclasses.dataclass(frozen=True)
 class Fill:
     """How floating-point values are drawn."""
