@@ -67,3 +67,16 @@ def test_a_pair_the_rewritten_kernel_lacks_decides_nothing():
     missing = pair()
     assert _adjoint_change([missing], lambda p: {"directional": {"ad": 1.0, "fd": 0.0}}, lambda p: None,
                            TOLERANCES).kind == "other"
+
+
+def test_a_pair_both_kernels_get_right_for_other_functions_is_the_same():
+    # newton's convert_warp_coords_to_mj_kernel: with the store into `mocap_pos` redirected to its
+    # own array, d mocap_pos / d mocap_pos loses the untouched elements (FD -0.0206 -> 0); AD
+    # agrees with finite differences in both, and the failing pair is unchanged.
+    result = change((pair("pass", "mocap_pos"), -0.02056, -0.02055, 0.0, 0.0), (pair(), -0.0348, 0.0189, -0.0348, 0.0189))
+    assert result.kind == "same"
+    assert result.moves[0]["fd_safe"] == 0.0
+
+
+def test_a_pair_one_kernel_gets_wrong_for_other_functions_decides_nothing():
+    assert change((pair("pass", "mocap_pos"), -0.02056, -0.02055, 0.3, 0.0), (pair(), -0.0348, 0.0189, -0.0348, 0.0189)).kind == "other"
