@@ -10,9 +10,11 @@ thread count, structs filled field by field the same way, their array fields dif
 value-dependent finding the singular configuration a user meets: coincident points, zero vectors,
 large exponents), and compares the full Jacobian from ``wp.Tape`` with central finite
 differences at two steps in float64 arithmetic (an entry at a kink of the function, where the
-one-sided quotients differ at both steps and AD lies between them, is not compared). It looks for a converged disagreement over up to
-four input settings (integers ``i % N``, then every integer the same value: which branches run
-depends on them), each finite, moving an output and running the flagged statement, and stops at
+one-sided quotients differ at both steps and AD lies between them, is not compared). It looks
+for a converged disagreement over up to four input settings (integers ``i % N``; then ``i % N``
+with the integers the definition compares with a constant of N or more (``JointType.FREE``) set
+to it, a model of one kind; then every integer the same value: which branches run depends on
+them), each finite, moving an output and running the flagged statement, and stops at
 the first. None of warp-lint's runtime code is used; a generic definition is taken at the concrete
 types the verdict names (``instantiated_as``), which fix no value. A confirmed verdict is judged
 right when the check finds a converged disagreement, a cleared one when it finds none at any
@@ -198,6 +200,7 @@ CHECK = textwrap.dedent('''
 
     concrete = locals().get("concrete") or {}
     kernel = wrapper(target) if kind == "func" else target
+    arg_names = [pname for pname, _ in arg_types(kernel)]
     counted = counted_copy()
 
     rng = np.random.default_rng(request["seed"])
@@ -231,7 +234,11 @@ CHECK = textwrap.dedent('''
                                 requires_grad=True)
             # Indices i % N; or, where those never run the flagged statement, one value for every
             # element (a model of one kind: every joint FREE, every shape a BOX).
-            values = np.arange(int(np.prod(shape))) % N if ints is None else np.full(int(np.prod(shape)), ints)
+            values = np.arange(int(np.prod(shape))) % N
+            if isinstance(ints, int):
+                values = np.full(int(np.prod(shape)), ints)
+            elif ints is not None and names_at(where) in ints[1]:
+                values = np.full(int(np.prod(shape)), ints[0])
             return wp.array(values.reshape(shape), dtype=dtype)
         if is_struct(t):
             instance = t()
@@ -239,12 +246,69 @@ CHECK = textwrap.dedent('''
                 setattr(instance, field, value(var.type, mode, where + (field,), float_arrays, ints))
             return instance
         if t in (int, wp.int32, wp.int64, wp.uint32):
-            return N
+            return ints[0] if isinstance(ints, tuple) and names_at(where) in ints[1] else N
         if t in (bool, wp.bool):
             return True
         if hasattr(t, "_shape_"):
             return t(*floats((1,), t, mode)[0].ravel().tolist())
         return float(floats((1,), wp.float32, mode)[0])
+
+    def names_at(where):
+        return (arg_names[where[0]], *where[1:])
+
+    def kinds_compared():
+        # Integer arrays and struct fields the definition compares (== or !=) with a constant
+        # that indices i % N never take (N or more): JointType.FREE, GeoType.BOX. A model of one
+        # kind sets them all to it while indices stay i % N.
+        import ast
+        try:
+            tree = ast.parse(textwrap.dedent(inspect.getsource(candidates[0].func)))
+        except (OSError, TypeError, SyntaxError):
+            return []
+        namespace = dict(candidates[0].func.__globals__)
+
+        def path(node):
+            parts = []
+            while isinstance(node, ast.Attribute):
+                parts.append(node.attr)
+                node = node.value
+            return (node.id, *reversed(parts)) if isinstance(node, ast.Name) else None
+
+        def constant(node):
+            if isinstance(node, ast.Call) and len(node.args) == 1 and path(node.func) in (("int",), ("wp", "int32")):
+                node = node.args[0]
+            if isinstance(node, ast.Constant):
+                return node.value if type(node.value) is int else None
+            found = path(node)
+            if found is None or found[0] not in namespace:
+                return None
+            value = namespace[found[0]]
+            for part in found[1:]:
+                value = getattr(value, part, None)
+            return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else None
+
+        reads = {}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Subscript) and path(node.value.value)):
+                reads[node.targets[0].id] = path(node.value.value)
+
+        def read_from(node):
+            if isinstance(node, ast.Subscript):
+                return path(node.value)
+            if isinstance(node, ast.Name):
+                return reads.get(node.id)
+            found = path(node)
+            return found if found and len(found) > 1 else None  # a struct's field
+
+        kinds = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and len(node.ops) == 1 and isinstance(node.ops[0], (ast.Eq, ast.NotEq)):
+                for side, other in ((node.left, node.comparators[0]), (node.comparators[0], node.left)):
+                    value, source = constant(other), read_from(side)
+                    if value is not None and value >= N and source is not None:
+                        kinds.setdefault(value, set()).add(source)
+        return [(value, frozenset(sources)) for value, sources in sorted(kinds.items())]
 
     def slot(arrays, where):
         found = arrays[where[0]]
@@ -324,9 +388,9 @@ CHECK = textwrap.dedent('''
         # the first value mode that works: the integers decide which branches run.
         global threads
         last = ("no-output", None)
-        for ints in [None, *range(8)] if counted is not None else [None]:
+        for ints in [None, *kinds_compared(), *range(8)] if counted is not None else [None]:
             # With every integer the same, every thread would work on the same elements: one thread.
-            threads = dim if ints is None else 1
+            threads = 1 if isinstance(ints, int) else dim
             for mode in ("normal", "unit", "positive"):
                 args, float_arrays = make(mode, ints)
                 probe = run(args)
@@ -407,7 +471,10 @@ CHECK = textwrap.dedent('''
                             if error >= worst["abs"]:
                                 worst = {"abs": error, "where": f"d {label(out)}[{k}] / d {label(inp)}[{j}]",
                                          "ad": float(ad[j]), "fd": float(coarse)}
-        return {"mode": setting["mode"], "integers": "i % N" if setting["ints"] is None else f"all {setting['ints']}",
+        ints = setting["ints"]
+        described = ("i % N" if ints is None else f"all {ints}" if isinstance(ints, int) else
+                     f"i % N, {', '.join(sorted('.'.join(p) for p in ints[1]))} all {ints[0]}")
+        return {"mode": setting["mode"], "integers": described,
                 "flagged_statement_ran": setting["ran"], "disagree": bool(converged_disagree),
                 "unconverged_disagreement": bool(disagree and not converged_disagree), "nonzero": bool(nonzero),
                 "worst": worst, "dim": setting["threads"]}
