@@ -56,6 +56,22 @@ class DynamicLoopCarriedUse(Rule):
     safe_form = "static-feeding-loops"
 
     VALID = [
+        # Only integers come out (the index of a hull's farthest point) and nothing is written: no
+        # gradient passes through the function.
+        Example('''
+            import warp as wp
+
+            @wp.func
+            def farthest(hull: wp.array(dtype=wp.vec2), n: int) -> wp.vec2i:
+                p1 = int(0)
+                for i in range(n):
+                    if hull[i][0] > hull[p1][0]:
+                        p1 = i
+                p2 = int(0)
+                if hull[p1][1] > 0.0:
+                    p2 = 1
+                return wp.vec2i(p1, p2)
+            '''),
         Example("""
             import warp as wp
 

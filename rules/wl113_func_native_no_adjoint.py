@@ -18,7 +18,8 @@ class FuncNativeNoAdjoint(Rule):
     Flags `@wp.func_native(snippet)` functions that have no `adj_snippet` (keyword or second
     positional argument), take a floating-point value or array, and are called by a
     differentiable kernel or `@wp.func` in the same file. Native functions given an
-    `adj_snippet`, functions on integers and handles only, ones that hand back an array (reads
+    `adj_snippet`, functions on integers and handles only, ones that take values and return an
+    integer (a sort key: no gradient leaves them), ones that hand back an array (reads
     through the handle are differentiated as reads of the array), ones called only from kernels with
     `enable_backward=False`, ones with a `wp.ref[T]` parameter (Warp 1.19 refuses those in a
     backward kernel with an error) and ones returning a `@wp.struct` (refused too) are not flagged.
@@ -67,6 +68,18 @@ class FuncNativeNoAdjoint(Rule):
             def square(x: wp.array(dtype=float), out: wp.array(dtype=float)):
                 i = wp.tid()
                 square_into(x, out, i)
+            '''),
+        # A sort key: the float goes in, an integer comes out, nothing is written.
+        Example('''
+            import warp as wp
+
+            @wp.func_native("uint32_t i = reinterpret_cast<uint32_t&>(f); return i ^ 0x80000000u;")
+            def float_flip(f: float) -> wp.uint32: ...
+
+            @wp.kernel
+            def keys(d: wp.array(dtype=float), out: wp.array(dtype=wp.uint32)):
+                i = wp.tid()
+                out[i] = float_flip(d[i] * d[i])
             '''),
         Example('''
             import warp as wp
@@ -153,6 +166,8 @@ def _carries_gradient(native: FunctionModel) -> bool:
         # It hands back an array: the handle carries the array's own gradient storage, and reads
         # through it are differentiated as reads of that array (measured right on 1.19).
         return False
+    if native.name in native.integer_helpers and not any(p.type.is_array for p in native.params):
+        return False  # an integer result and nothing written: no gradient leaves it (a sort key)
     carries = False
     for param in native.params:
         kind, annotation = param.type.kind, param.type.annotation.replace(" ", "")

@@ -17,7 +17,7 @@ import libcst as cst
 from warp_lint.cst_walk import children, walk, walk_statements
 from warp_lint.module_options import ModuleOptions
 from warp_lint.names import WarpNames, dotted_name
-from warp_lint.warp_types import INT_SCALARS, ParamType, code_of, parse_annotation
+from warp_lint.warp_types import INT_SCALARS, NON_DIFFERENTIABLE_DTYPES, ParamType, code_of, parse_annotation
 
 FUNCTION_DECORATORS = {
     "warp.kernel": "kernel",
@@ -317,6 +317,9 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
             helpers.setdefault(function.name, []).append(function)
     integer_helpers = frozenset(name for name, overloads in helpers.items()
                                 if all(_returns_integer(f.node, names) for f in overloads))
+    # Native code returning an integer (`_float_flip` -> wp.uint32, a sort key) is one too.
+    integer_helpers |= {f.name for f in functions if f.kind == "func_native" and _returns_integer(f.node, names)
+                        and f.name not in helpers}
     integer_elements = {name: frozenset.intersection(*(_integer_elements(f.node, names) for f in overloads))
                         for name, overloads in helpers.items()}
     integer_elements = {name: positions for name, positions in integer_elements.items() if positions}
@@ -326,6 +329,7 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
     for function in functions:
         _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
+    _mark_integer_results(functions, names, struct_names)
     return KernelIndex(functions, structs)
 
 
@@ -353,6 +357,29 @@ def _mark_custom_adjoints(functions: list[FunctionModel]) -> None:
             if (function.kind == "func" and function.name == forward
                     and [p.type.annotation for p in function.params] == signature[:len(function.params)]):
                 function.differentiable = False
+
+
+def _mark_integer_results(functions: list[FunctionModel], names: WarpNames, structs: set[str]) -> None:
+    """A ``@wp.func`` whose results are all integers or flags (an index, a count, ``wp.vec4i``) and
+    that writes no array passes no gradient on: its adjoint gets nothing to propagate, so nothing
+    in it can make a gradient wrong (newton's ``approx_max_quadrilateral_area_with_calipers``
+    picks four hull indices). Native code it calls may write arrays unseen: such a function is
+    left as it is."""
+    natives = {f.name for f in functions if f.kind == "func_native"}
+    for function in functions:
+        returns = function.node.returns
+        if function.kind != "func" or not function.differentiable or returns is None:
+            continue
+        annotation = returns.annotation
+        elements = ([e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
+                    if isinstance(annotation, cst.Subscript)
+                    and dotted_name(annotation.value) in ("tuple", "typing.Tuple", "Tuple") else [annotation])
+        if not elements or any(parse_annotation(cst.Annotation(e), names, structs).dtype
+                               not in NON_DIFFERENTIABLE_DTYPES for e in elements):
+            continue
+        if any(a.kind != "read" for a in function.accesses) or any(c.name in natives for c in function.calls):
+            continue
+        function.differentiable = False
 
 
 def _integer_elements(node: cst.FunctionDef, names: WarpNames) -> frozenset[int]:
