@@ -83,6 +83,8 @@ CASES = {
     "clipped_first_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "clipped_second_write": (EARNED, "clipped_component_writes", "WL103", ["x"], ["out"], {}),
     "struct_array_in_place": (EARNED, "shape_scaled_in_place", "WL102", ["shapes", "a"], ["a"], {}),
+    "loop_never_ran": (EARNED, "warmed_scale", "WL107", ["x"], ["out"], {}),
+    "loop_ran": (EARNED, "warmed_scale_everywhere", "WL107", ["x"], ["out"], {}),
 }
 
 
@@ -522,3 +524,14 @@ def test_an_array_of_structs_is_drawn_element_by_element(verdicts):
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
     # The id no draw stands for is left at zero, and the evidence says so.
     assert any(note.startswith("shapes.mesh: left at zero") for note in confirmation.evidence["domain"])
+
+
+def test_a_use_after_a_loop_that_never_ran_is_not_cleared(verdicts):
+    never = verdicts["loop_never_ran"]
+    assert never.status == Status.INCONCLUSIVE, never.reason
+    assert reason(never) == Reason.NOT_EXERCISED
+    assert never.evidence["feeding_loop_updates"] == 0
+    assert never.evidence["flagged_statement_hits"] > 0  # the use itself ran
+    # With the loop running, the stale value the use replays makes the gradient wrong.
+    ran = verdicts["loop_ran"]
+    assert ran.status == Status.CONFIRMED, ran.reason

@@ -171,6 +171,11 @@ class Draw:
         """How far toward the flagged statement execution got (the instrumented copy's markers)."""
         return 0 if self.hits is None else self.hits[rewrite.HITS_PROGRESS]
 
+    @property
+    def fed(self) -> int:
+        """Updates, in dynamic loops before the flagged statement, of what it reads."""
+        return 0 if self.hits is None else self.hits[rewrite.HITS_FED]
+
 
 class FileSession:
     """Every finding of one user file: one import, one build of warp-lint's copies per group."""
@@ -386,7 +391,9 @@ class FileSession:
         decorator = (f"{rewrite.WARP_ALIAS}.kernel{'' if backward else '(enable_backward=False)'}" if is_kernel
                      else f"{rewrite.WARP_ALIAS}.func")
         if setting is None:
-            made = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=probe)
+            params, constants, max_unroll = _rewrite_context(prepared)
+            made = rewrite.instrument(target.source, flagged, copy_name, decorator, probe=probe, params=params,
+                                      constants=constants, max_unroll=max_unroll)
         else:
             made = rewrite.instrument_in_setting(setting, target.source, flagged, copy_name, decorator,
                                                  *_rewrite_context(prepared), **_bounds(prepared))
@@ -1262,6 +1269,14 @@ class FileSession:
                                  f"through the flagged statement at these inputs ({through['why']}): the hazard was "
                                  "not exercised", **evidence)
         total_hits = evidence["flagged_statement_hits"]
+        if prepared.finding.get("safe_form") == "static-feeding-loops" and all(d.hits is not None for d in draws):
+            # WL107's hazard is the value a dynamic loop left: a draw whose loops never updated
+            # what the flagged use reads leaves nothing stale to replay.
+            evidence["feeding_loop_updates"] = fed = sum(d.fed for d in draws)
+            if fed == 0:
+                return _inconclusive(Reason.NOT_EXERCISED, "AD matches finite differences and the flagged use ran "
+                                     f"{total_hits} times, but no dynamic loop before it updated what it reads: the "
+                                     "hazard was not exercised", **evidence)
         if prepared.value_dependent:
             singular = sum(d.singular for d in draws)
             evidence["singular_point_hits"] = singular

@@ -24,12 +24,14 @@ import dataclasses
 from collections.abc import Iterator
 
 WARP_ALIAS = "_wl_wp"
-HITS_PARAM = "_wl_hits"  # int32[3 per slot]: statement ran, singular point reached, value not probed
+HITS_PARAM = "_wl_hits"  # int32[HITS_PER_SLOT per slot]: the counters below
 PROBE_PARAM = "_wl_probe"  # float32[1 per slot], zero: the flagged value is scaled by (1 + probe)
 TAP_PARAM = "_wl_tap"  # float32[1 per slot]: the flagged value, summed over executions
 SHADOW_PARAM = "_wl_shadow"  # prefix of the array a redirected in-place write goes to (per array)
-HITS_RAN, HITS_SINGULAR, HITS_UNPROBED, HITS_PROGRESS = 0, 1, 2, 3
-HITS_PER_SLOT = 4
+# Per slot: the statement ran, its singular point was reached, its value was not probed, how far
+# execution got toward it, and a dynamic loop updated a value it reads (before it, not around it).
+HITS_RAN, HITS_SINGULAR, HITS_UNPROBED, HITS_PROGRESS, HITS_FED = 0, 1, 2, 3, 4
+HITS_PER_SLOT = 5
 # Progress toward a flagged statement: marker k * PROGRESS_STRIDE + j + 1 before the j-th
 # statement of the k-th block on its path (the largest reached is kept): how far execution got.
 PROGRESS_STRIDE = 1024
@@ -224,13 +226,25 @@ class Instrumented:
 
 
 def instrument(source: str, flagged: list[tuple[int, str | None]], new_name: str, decorator: str, *,
-               probe: bool = True) -> Instrumented:
+               probe: bool = True, params: list[str] | None = None, constants: dict[str, object] | None = None,
+               max_unroll: int = 16) -> Instrumented:
     """The function renamed, with a counter slot per flagged statement (``flagged``: relative line,
-    singular kind): ``_wl_hits[2*slot]`` counts its executions, ``_wl_hits[2*slot + 1]`` the singular
-    points reached and, with ``probe``, its value is scaled by ``1 + _wl_probe[slot]`` (and summed
-    into ``_wl_tap[slot]``). One copy serves every finding of a kernel."""
+    singular kind): ``_wl_hits[HITS_PER_SLOT*slot + HITS_RAN]`` counts its executions, ``+ HITS_SINGULAR``
+    the singular points reached, ``+ HITS_FED`` the updates, in dynamic loops before it, of what it
+    reads (``params``, ``constants`` and ``max_unroll`` tell which loops are dynamic) and, with
+    ``probe``, its value is scaled by ``1 + _wl_probe[slot]`` (and summed into ``_wl_tap[slot]``).
+    One copy serves every finding of a kernel."""
     definition = parse_function(source)
-    return _instrument(definition, *_locate(definition, flagged), new_name, decorator, probe)
+    located, slots = _locate(definition, flagged)
+    context = Context(params or [], constants or {}, max_unroll)
+    for slot, (statement, _) in enumerate(located):
+        updates = {id(u): u for _, inside in _feeding_loops(definition, statement, context) for u in inside}
+        for update in updates.values():  # a nested loop's updates are its outer loop's too: counted once
+            block = _block_of(definition, update)
+            block.insert(next(i for i, s in enumerate(block) if s is update), ast.Expr(_call(
+                _warp("atomic_add"), ast.Name(HITS_PARAM, ast.Load()), ast.Constant(HITS_PER_SLOT * slot + HITS_FED),
+                ast.Constant(1))))
+    return _instrument(definition, located, slots, new_name, decorator, probe)
 
 
 def instrument_in_setting(specs: list[tuple[str, int]], source: str, flagged: list[tuple[int, str | None]],
@@ -785,9 +799,19 @@ def _static_all_loops(definition: ast.FunctionDef, block: list[ast.stmt], index:
 def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL107: the dynamic loops before the flagged use that update what it reads (directly or
     through locals computed from them) become static loops."""
-    statement = block[index]
+    loops = [loop for loop, _ in _feeding_loops(definition, block[index], context)]
+    # A loop nested in another selected loop is unrolled with it.
+    outermost = [l for l in loops if not any(o is not l and any(n is l for n in ast.walk(o)) for o in loops)]
+    inner = [l for l in loops if l not in outermost]
+    return _unroll_all(definition, outermost + inner, "that feed the flagged use", context)
+
+
+def _feeding_loops(definition: ast.FunctionDef, statement: ast.stmt, context: Context
+                   ) -> list[tuple[ast.stmt, list[ast.stmt]]]:
+    """The dynamic loops before ``statement`` (not around it) that update what it reads, directly
+    or through locals computed from them, each with its statements that do."""
     needed = _names_read(statement)
-    loops: list[ast.stmt] = []
+    loops: list[tuple[ast.stmt, list[ast.stmt]]] = []
     # Walk the function's statements before the flagged one, last first, growing the set of
     # names the flagged use depends on.
     # Statements an earlier rewrite inserted have no line: they are warp-lint's, never a loop to unroll.
@@ -799,15 +823,13 @@ def _static_feeding_loops(definition: ast.FunctionDef, block: list[ast.stmt], in
             if id(earlier) in around:
                 continue
             if _names_assigned(earlier) & needed:
-                loops.append(earlier)
+                updates = [s for s in _flatten(earlier.body) if isinstance(s, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                           and _names_assigned(s) & needed]
+                loops.append((earlier, updates))
                 needed |= _names_read(earlier)
         elif isinstance(earlier, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and _names_assigned(earlier) & needed:
             needed |= _names_read(earlier)
-    # A loop nested in another selected loop is unrolled with it.
-    loops = [l for l in loops if _dynamic(l, context)]
-    outermost = [l for l in loops if not any(o is not l and any(n is l for n in ast.walk(o)) for o in loops)]
-    inner = [l for l in loops if l not in outermost]
-    return _unroll_all(definition, outermost + inner, "that feed the flagged use", context)
+    return [(loop, updates) for loop, updates in loops if _dynamic(loop, context)]
 
 
 def _flatten(block: list[ast.stmt]) -> Iterator[ast.stmt]:

@@ -36,6 +36,7 @@ class Reason:
     ZERO_JACOBIAN = "zero-jacobian"  # AD and FD both all zero: nothing compared
     NOT_MEASURED = "not-measured"  # whether a derivative flows through the statement is unknown
     DOES_NOT_MATTER = "does-not-matter"  # no derivative flows through the statement
+    NOT_EXERCISED = "not-exercised"  # the statement ran, but the loops whose values it reuses did not
     SINGULAR_NOT_REACHED = "singular-not-reached"  # value-dependent hazard never triggered
     REPLAY_UNSUPPORTED = "replay-unsupported"  # a host launch sequence that cannot be replayed
 
