@@ -145,3 +145,42 @@ def test_a_statement_is_instrumented_in_the_setting_with_one_probe_for_every_ite
     # A form that replaces the flagged statement itself leaves nothing to instrument as written.
     with pytest.raises(RewriteError, match="rewritten itself"):
         instrument_in_setting([("rebuild-component", 5)], form_source, [(5, None)], "copy", "wp.func", ["x", "n"])
+
+
+class _Native:
+    """What the native-adjoint form reads of a ``@wp.func_native`` (Warp's Function has these)."""
+
+    def __init__(self, input_types, result, adjoint=None):
+        self.native_snippet = "return x;"
+        self.adj_native_snippet = adjoint
+        self.input_types = input_types
+        self.func = type("F", (), {"__annotations__": {**input_types, "return": result}})
+
+
+NATIVE_CALLER = textwrap.dedent('''
+    def caller(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+        i = wp.tid()
+        out[i] = rsqrt_native(x[i]) * rsqrt_native(2.0)
+        out[i] = out[i] + rsqrt_native(x[i])
+''').lstrip("\n")
+
+
+def test_a_native_without_an_adjoint_is_called_through_a_copy_named_after_each_copy_everywhere():
+    constants = {"rsqrt_native": _Native({"value": float}, float)}
+    for name in ("first_copy", "second_copy"):
+        form, skipped = safe_forms([("native-adjoint", 3)], NATIVE_CALLER, name, "wp.kernel", ["x", "out"], constants)
+        assert skipped == []
+        assert form.preserves_forward
+        assert not re.search(r"(?<!_)rsqrt_native\(", form.source.split(f"def {name}(")[1])  # every call, not only line 3
+        assert form.source.count(f"_wl_fdadj_{name}_rsqrt_native(") == 4  # the copy's def and three calls
+        assert f"@_wl_wp.func_grad(_wl_fdadj_{name}_rsqrt_native)" in form.source
+        assert "(rsqrt_native(value + _wl_h) - rsqrt_native(value - _wl_h)) * adj_ret" in form.source
+
+
+def test_a_native_with_an_adjoint_or_one_that_writes_an_array_has_no_finite_difference_copy():
+    with_adjoint = {"rsqrt_native": _Native({"value": float}, float, adjoint="adj_value += adj_ret;")}
+    _, skipped = safe_forms([("native-adjoint", 3)], NATIVE_CALLER, "copy", "wp.kernel", ["x", "out"], with_adjoint)
+    assert "no native function without an adjoint" in str(skipped[0][1])
+    writer = {"rsqrt_native": _Native({"value": float, "out": type("array", (), {})}, None)}
+    _, skipped = safe_forms([("native-adjoint", 3)], NATIVE_CALLER, "copy", "wp.kernel", ["x", "out"], writer)
+    assert "writes through its arguments" in str(skipped[0][1])

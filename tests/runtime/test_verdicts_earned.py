@@ -85,6 +85,8 @@ CASES = {
     "struct_array_in_place": (EARNED, "shape_scaled_in_place", "WL102", ["shapes", "a"], ["a"], {}),
     "loop_never_ran": (EARNED, "warmed_scale", "WL107", ["x"], ["out"], {}),
     "loop_ran": (EARNED, "warmed_scale_everywhere", "WL107", ["x"], ["out"], {}),
+    "native_scalar": (EARNED, "scaled_by_native", "WL113", ["x"], ["out"], {}),
+    "native_vector": (EARNED, "spread_by_native", "WL113", ["x"], ["out"], {}),
 }
 
 
@@ -535,3 +537,12 @@ def test_a_use_after_a_loop_that_never_ran_is_not_cleared(verdicts):
     # With the loop running, the stale value the use replays makes the gradient wrong.
     ran = verdicts["loop_ran"]
     assert ran.status == Status.CONFIRMED, ran.reason
+
+
+@pytest.mark.parametrize("marker", ["native_scalar", "native_vector"])
+def test_native_code_without_an_adjoint_is_confirmed_by_giving_it_one(verdicts, marker):
+    confirmation = verdicts[marker]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    counterfactual = confirmation.evidence["counterfactual"]
+    assert "given an adjoint by central differences" in counterfactual["safe_form"]
+    assert counterfactual["same_forward"] and counterfactual["passed"]

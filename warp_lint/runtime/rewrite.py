@@ -260,10 +260,12 @@ def instrument_in_setting(specs: list[tuple[str, int]], source: str, flagged: li
     located, slots = _locate(definition, flagged)  # before the forms, which may replace them
     context = Context(params, constants or {}, max_unroll, int_bounds or {}, array_ndims or {})
     form, _ = _apply_forms(definition, specs, context)
+    helpers = _name_helpers(definition, form, new_name)
     try:
         made = _instrument(definition, located, slots, new_name, decorator, True)
     except RewriteError as error:
         raise RewriteError(f"the flagged statement is rewritten itself in this setting ({error})") from error
+    made.source = "\n\n".join([*helpers, made.source])
     made.setting = form
     return made
 
@@ -384,6 +386,9 @@ class SafeForm:
     # Integer arrays the harness puts back to their values before the launch between the recorded
     # forward pass and the backward pass (a counter whose replayed atomic must return what it did).
     rewound: list[str] = dataclasses.field(default_factory=list)
+    # Definitions the rewritten function calls, placed before it (templates: ``{prefix}`` names them
+    # after the copy, so two copies in one generated module never define one name twice).
+    helpers: list[str] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -426,10 +431,21 @@ def safe_forms(specs: list[tuple[str, int]], source: str, new_name: str, decorat
     definition = parse_function(source)
     context = Context(params, constants or {}, max_unroll, int_bounds or {}, array_ndims or {})
     combined, skipped = _apply_forms(definition, specs, context)
+    helpers = _name_helpers(definition, combined, new_name)
     definition.name = new_name
     definition.decorator_list = [ast.parse(decorator, mode="eval").body]
-    combined.source = ast.unparse(ast.fix_missing_locations(definition))
+    combined.source = "\n\n".join([*helpers, ast.unparse(ast.fix_missing_locations(definition))])
     return combined, skipped
+
+
+def _name_helpers(definition: ast.FunctionDef, form: SafeForm, new_name: str) -> list[str]:
+    """The form's helper definitions named after the copy ``new_name``, and the calls of the
+    function to them renamed alike."""
+    prefix = f"{NATIVE_ADJOINT_PREFIX}{new_name}_"
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Name) and node.id.startswith(NATIVE_ADJOINT_PREFIX) and not node.id.startswith(prefix):
+            node.id = prefix + node.id[len(NATIVE_ADJOINT_PREFIX):]
+    return [helper.format(prefix=prefix) for helper in form.helpers]
 
 
 def _apply_forms(definition: ast.FunctionDef, specs: list[tuple[str, int]], context: Context
@@ -465,6 +481,7 @@ def _apply_forms(definition: ast.FunctionDef, specs: list[tuple[str, int]], cont
         combined.added_params.update(result.added_params)
         combined.preserves_forward = combined.preserves_forward and result.preserves_forward
         combined.rewound += [name for name in result.rewound if name not in combined.rewound]
+        combined.helpers += [helper for helper in result.helpers if helper not in combined.helpers]
     combined.description = "; ".join(descriptions)
     return combined, skipped
 
@@ -839,6 +856,104 @@ def _flatten(block: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _flatten(inner)
 
 
+NATIVE_ADJOINT_PREFIX = "_wl_fdadj_"
+NATIVE_ADJOINT_STEP = 1.0e-3  # relative step of the central differences (float32 values)
+
+
+def _native_adjoint(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL113: each native function the flagged statement calls without an `adj_snippet` is
+    called, everywhere in the function, through a copy given an adjoint: a @wp.func calling it,
+    with a @wp.func_grad of central differences of the native itself. The forward is the
+    native's own; only the missing adjoint changes."""
+    natives: dict[str, object] = {}
+    for node in ast.walk(block[index]):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            native = context.constants.get(node.func.id)
+            if getattr(native, "native_snippet", None) is not None and getattr(native, "adj_native_snippet", 1) is None:
+                natives[node.func.id] = native
+    if not natives:
+        raise NoSafeForm("the flagged statement calls no native function without an adjoint")
+    helpers = [_finite_difference_adjoint(name, native) for name, native in natives.items()]
+    for node in ast.walk(definition):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in natives:
+            node.func = ast.Name(NATIVE_ADJOINT_PREFIX + node.func.id, ast.Load())
+    names = ", ".join(f"`{name}`" for name in natives)
+    return SafeForm("", f"the native {names} given an adjoint by central differences of itself", {}, {},
+                    preserves_forward=True, helpers=helpers)
+
+
+def _warp_type_text(t: object) -> tuple[str, str]:
+    """(annotation text in a generated module, kind: float | vector | matrix | other) of a native's
+    parameter or result type; float32 values only are differentiated."""
+    name = getattr(t, "__name__", "")
+    if t is float or name == "float32":
+        return f"{WARP_ALIAS}.float32", "float"
+    if t is int:
+        return f"{WARP_ALIAS}.int32", "other"
+    if t is bool:
+        return f"{WARP_ALIAS}.bool", "other"
+    if name in ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "bool"):
+        return f"{WARP_ALIAS}.{name}", "other"
+    shape = getattr(t, "_shape_", None)
+    scalar = getattr(getattr(t, "_wp_scalar_type_", None), "__name__", None)
+    if shape is not None and scalar == "float32" and len(shape) == 1:
+        return f"{WARP_ALIAS}.types.vector(length={shape[0]}, dtype={WARP_ALIAS}.float32)", "vector"
+    if shape is not None and scalar == "float32" and len(shape) == 2 and "quat" not in name and "transform" not in name:
+        return f"{WARP_ALIAS}.types.matrix(shape={tuple(shape)}, dtype={WARP_ALIAS}.float32)", "matrix"
+    raise NoSafeForm(f"the native function takes or returns a {name or t!r}: no finite-difference adjoint for it")
+
+
+def _finite_difference_adjoint(name: str, native: object) -> str:
+    """The template of a @wp.func calling the native ``name`` and its @wp.func_grad: central
+    differences of the native along each float32 argument (each component of a vector),
+    contracted with the adjoint of its result."""
+    params = list(getattr(native, "input_types", {}).items())
+    function = getattr(native, "func", None)
+    result = getattr(function, "__annotations__", {}).get("return")
+    if isinstance(result, str):  # `from __future__ import annotations`: the text, seen from the native's module
+        try:
+            result = eval(result, dict(getattr(function, "__globals__", {})))  # noqa: S307 - the user's own annotation
+        except Exception:  # noqa: BLE001
+            raise NoSafeForm(f"the result type of `{name}` ({result}) does not resolve") from None
+    if not params or result is None:
+        raise NoSafeForm(f"`{name}` returns nothing: it writes through its arguments")
+    typed = [(param, *_warp_type_text(t)) for param, t in params]
+    result_text, result_kind = _warp_type_text(result)
+    contract = {"float": "({}) * adj_ret", "vector": f"{WARP_ALIAS}.dot({{}}, adj_ret)",
+                "matrix": f"{WARP_ALIAS}.ddot({{}}, adj_ret)"}.get(result_kind)
+    if contract is None:
+        raise NoSafeForm(f"`{name}` returns an integer: no gradient leaves it")
+    signature = ", ".join(f"{param}: {text}" for param, text, _ in typed)
+    arguments = [param for param, _, _ in typed]
+    lines = [f"@{WARP_ALIAS}.func", f"def {{prefix}}{name}({signature}) -> {result_text}:",
+             f"    return {name}({', '.join(arguments)})", "", "",
+             f"@{WARP_ALIAS}.func_grad({{prefix}}{name})", f"def {{prefix}}{name}_grad({signature}, adj_ret: {result_text}):"]
+
+    def difference(position: int, up: str, down: str) -> str:
+        """The native at the arguments with the one at ``position`` moved up, minus moved down."""
+        def call(moved: str) -> str:
+            return f"{name}({', '.join(moved if k == position else a for k, a in enumerate(arguments))})"
+        return contract.format(f"{call(up)} - {call(down)}")
+
+    for position, (param, _, kind) in enumerate(typed):
+        if kind == "float":
+            lines += [f"    _wl_h = {WARP_ALIAS}.max({WARP_ALIAS}.abs({param}), 1.0) * {NATIVE_ADJOINT_STEP}",
+                      f"    {WARP_ALIAS}.adjoint[{param}] += ({difference(position, f'{param} + _wl_h', f'{param} - _wl_h')})"
+                      " / (2.0 * _wl_h)"]
+        elif kind == "vector":
+            lines.append(f"    _wl_g = {param} - {param}")
+            for component in range(int(getattr(params[position][1], "_shape_")[0])):
+                lines += [f"    _wl_h = {WARP_ALIAS}.max({WARP_ALIAS}.abs({param}[{component}]), 1.0) * {NATIVE_ADJOINT_STEP}",
+                          f"    _wl_e = {param} - {param}", f"    _wl_e[{component}] = _wl_h",
+                          f"    _wl_g[{component}] = ({difference(position, f'{param} + _wl_e', f'{param} - _wl_e')}) / (2.0 * _wl_h)"]
+            lines.append(f"    {WARP_ALIAS}.adjoint[{param}] += _wl_g")
+        elif kind == "matrix":
+            raise NoSafeForm(f"`{name}` takes a matrix: no finite-difference adjoint for it")
+    if not any(kind in ("float", "vector") for _, _, kind in typed):
+        lines.append("    pass")
+    return "\n".join(lines)
+
+
 def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
     """WL109 / WL108: each `wp.where(c, a, b)` / `wp.select(c, a, b)` / `a if c else b` of the
     statement becomes an `if`/`else` block before it, whose adjoint runs only the branch taken."""
@@ -941,7 +1056,7 @@ WHOLE_FUNCTION_FORMS = {STATIC_ALL_LOOPS}
 # Forms that make loops static: a setting with every dynamic loop made static holds them already.
 LOOP_FORMS = {"static-enclosing-loops", "static-feeding-loops"}
 # Forms that rewrite expressions of the statement and leave the statement itself in its block.
-IN_PLACE_FORMS = {"select-branch", "guarded-sqrt", "replayed-counter"}
+IN_PLACE_FORMS = {"select-branch", "guarded-sqrt", "replayed-counter", "native-adjoint"}
 
 SAFE_FORMS = {
     "redirect-write": _redirect_write,
@@ -951,6 +1066,7 @@ SAFE_FORMS = {
     "select-branch": _select_branch,
     "guarded-sqrt": _guarded_sqrt,
     "replayed-counter": _replayed_counter,
+    "native-adjoint": _native_adjoint,
     STATIC_ALL_LOOPS: _static_all_loops,
 }
 
