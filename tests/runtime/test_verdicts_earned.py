@@ -87,6 +87,8 @@ CASES = {
     "loop_ran": (EARNED, "warmed_scale_everywhere", "WL107", ["x"], ["out"], {}),
     "native_scalar": (EARNED, "scaled_by_native", "WL113", ["x"], ["out"], {}),
     "native_vector": (EARNED, "spread_by_native", "WL113", ["x"], ["out"], {}),
+    "squared_before_label": (EARNED, "squared_then_labelled", "WL102", ["a", "labels"], ["a", "labels"], {}),
+    "integer_label": (EARNED, "squared_then_labelled", "WL102", ["a", "labels"], ["a", "labels"], {}),
 }
 
 
@@ -546,3 +548,11 @@ def test_native_code_without_an_adjoint_is_confirmed_by_giving_it_one(verdicts, 
     counterfactual = confirmation.evidence["counterfactual"]
     assert "given an adjoint by central differences" in counterfactual["safe_form"]
     assert counterfactual["same_forward"] and counterfactual["passed"]
+
+
+def test_a_value_the_probe_cannot_scale_is_counted_in_its_own_statements_slot(verdicts):
+    assert verdicts["squared_before_label"].status == Status.CONFIRMED
+    label = verdicts["integer_label"]
+    assert label.status == Status.INCONCLUSIVE, label.reason
+    assert reason(label) == Reason.NOT_MEASURED
+    assert "cannot scale" in label.reason

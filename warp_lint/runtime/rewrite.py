@@ -1142,7 +1142,7 @@ _THROUGH_OTHERS = '''
 @_wl_wp.func
 def _wl_through(value: _wl_Any, s: _wl_wp.float32, tap: _wl_wp.array(dtype=_wl_wp.float32), k: int,
                 hits: _wl_wp.array(dtype=_wl_wp.int32)):
-    _wl_wp.atomic_add(hits, k * 4 + 2, 1)
+    _wl_wp.atomic_add(hits, k * {per_slot} + {unprobed}, 1)
     return value
 '''
 
@@ -1170,5 +1170,5 @@ def through_helpers() -> str:
         parts.append(_THROUGH.format(annotation=f"_wl_wp.types.matrix(shape=(_wl_Any, _wl_Any), dtype=_wl_wp.{scalar})",
                                      probed=scaled, accumulate=sum_matrix))
         parts.append(_THROUGH_TRANSFORM.format(scalar=cast))
-    parts.append(_THROUGH_OTHERS)
+    parts.append(_THROUGH_OTHERS.format(per_slot=HITS_PER_SLOT, unprobed=HITS_UNPROBED))
     return "".join(parts)
