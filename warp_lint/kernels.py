@@ -370,10 +370,8 @@ def _mark_integer_results(functions: list[FunctionModel], names: WarpNames, stru
         returns = function.node.returns
         if function.kind != "func" or not function.differentiable or returns is None:
             continue
-        annotation = returns.annotation
-        elements = ([e.slice.value for e in annotation.slice if isinstance(e.slice, cst.Index)]
-                    if isinstance(annotation, cst.Subscript)
-                    and dotted_name(annotation.value) in ("tuple", "typing.Tuple", "Tuple") else [annotation])
+        elements = _tuple_elements(returns.annotation)
+        elements = [returns.annotation] if elements is None else elements
         if not elements or any(parse_annotation(cst.Annotation(e), names, structs).dtype
                                not in NON_DIFFERENTIABLE_DTYPES for e in elements):
             continue
@@ -382,13 +380,18 @@ def _mark_integer_results(functions: list[FunctionModel], names: WarpNames, stru
         function.differentiable = False
 
 
+def _tuple_elements(annotation: cst.BaseExpression | None) -> list[cst.BaseExpression] | None:
+    """The element annotations of ``tuple[...]`` (``typing.Tuple`` too); None for anything else."""
+    if not isinstance(annotation, cst.Subscript) or dotted_name(annotation.value) not in ("tuple", "typing.Tuple",
+                                                                                          "Tuple"):
+        return None
+    return [element.slice.value for element in annotation.slice if isinstance(element.slice, cst.Index)]
+
+
 def _integer_elements(node: cst.FunctionDef, names: WarpNames) -> frozenset[int]:
     """`-> tuple[wp.vec3, wp.vec4, wp.uint32]`: the positions of the integer elements ({2})."""
-    returns = node.returns.annotation if node.returns is not None else None
-    if not isinstance(returns, cst.Subscript) or dotted_name(returns.value) not in ("tuple", "typing.Tuple", "Tuple"):
-        return frozenset()
-    return frozenset(position for position, element in enumerate(returns.slice)
-                     if isinstance(element.slice, cst.Index) and _integer_type(element.slice.value, names))
+    elements = _tuple_elements(node.returns.annotation if node.returns is not None else None) or []
+    return frozenset(position for position, element in enumerate(elements) if _integer_type(element, names))
 
 
 def _decorator_target(decorator: cst.Decorator) -> cst.BaseExpression:
