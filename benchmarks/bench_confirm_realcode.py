@@ -3,6 +3,7 @@
     python benchmarks/bench_confirm_realcode.py                     # a seeded sample of files
     python benchmarks/bench_confirm_realcode.py --files 0           # every file with kernel findings
     python benchmarks/bench_confirm_realcode.py --verdicts out.json --warm
+    python benchmarks/bench_confirm_realcode.py --only /newton/_src/geometry/mpr.py    # chosen files (repeatable)
 
 The corpus is :mod:`realcode`'s (warp-lang's examples and tests, newton, mujoco-warp, installed into
 a scratch venv). The static pass runs here; the experiments run in the scratch venv's Python (the
@@ -11,7 +12,9 @@ confirmed in one call, timed, first with an empty kernel cache (cold) and, with 
 with the same cache. Printed: the fraction of kernel findings decided (confirmed or cleared), the
 wall time per file, and the reasons of what stays inconclusive; the verdicts (with their
 evidence) go to the ``--verdicts`` JSON file, which ``judge_realcode.py``-style independent checks
-read. Progress goes to stderr, and only on a terminal.
+read; it is written after every file of the cold pass too, so a run stopped part-way keeps what it
+finished (several processes, each with its own ``--only`` files and ``--verdicts``, split a run).
+Progress goes to stderr, and only on a terminal.
 """
 
 from __future__ import annotations
@@ -60,7 +63,7 @@ def _progress(message: str) -> None:
 
 
 def run(files: dict[str, list], python: Path, device: str, cache: str, timeout: float,
-        label: str) -> dict[str, float]:
+        label: str, after_each=None) -> dict[str, float]:
     seconds: dict[str, float] = {}
     for number, (path, findings) in enumerate(sorted(files.items()), start=1):
         for finding in findings:
@@ -69,6 +72,8 @@ def run(files: dict[str, list], python: Path, device: str, cache: str, timeout: 
         started = time.perf_counter()
         confirm_findings(findings, device=device, timeout=timeout, cache_dir=cache, python=str(python))
         seconds[path] = time.perf_counter() - started
+        if after_each:
+            after_each(seconds)
     _progress("")
     return seconds
 
@@ -94,10 +99,31 @@ def _times(seconds: dict[str, float]) -> dict:
             "total_s": sum(values)}
 
 
+def write_verdicts(target: Path, files: dict[str, list], site: str, versions: dict, arguments,
+                   result: dict, cold: dict[str, float], warm: dict[str, float] | None) -> None:
+    document = {
+        "versions": versions, "device": arguments.device, "seed": arguments.seed, "sampled_files": len(files),
+        "summary": result,
+        "time_per_file": {"cold": _times(cold), **({"warm": _times(warm)} if warm else {})},
+        "files": [
+            {"path": os.path.relpath(path, site), "cold_s": round(cold[path], 2),
+             **({"warm_s": round(warm[path], 2)} if warm else {}),
+             "findings": [{"code": f.code, "line": f.start.line, "kernel": f.data.get("kernel"),
+                           "function_kind": f.data.get("function_kind"), "message": f.message,
+                           "confirmation": f.confirmation.to_dict()} for f in fs]}
+            for path, fs in sorted(files.items())
+        ],
+    }
+    target.write_text(json.dumps(document, indent=1, default=str))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=40, help="files sampled (seeded); 0: every file (default 40)")
     parser.add_argument("--seed", type=int, default=15, help="sampling seed (default 15)")
+    parser.add_argument("--only", action="append", metavar="PATH_END",
+                        help="only the corpus files whose path ends with this (repeatable; replaces the sample), "
+                             "e.g. to split a run over several processes")
     parser.add_argument("--timeout", type=float, default=120.0, help="per-phase time limit of an experiment")
     parser.add_argument("--warm", action="store_true", help="run a second time with the same kernel cache")
     parser.add_argument("--cache", type=Path, help="kernel cache folder (default: a fresh temporary one)")
@@ -119,19 +145,29 @@ def main(argv: list[str] | None = None) -> int:
         if arguments.static:
             arguments.static.write_bytes(pickle.dumps(everything))
     names = sorted(everything)
-    if arguments.files:
+    if arguments.only:
+        names = [name for name in names if name.endswith(tuple(arguments.only))]
+    elif arguments.files:
         names = sorted(random.Random(arguments.seed).sample(names, min(arguments.files, len(names))))
     files = {name: everything[name] for name in names}
     print(f"corpus: {', '.join(f'{k} {v}' for k, v in versions.items() if v)}; {len(everything)} files with "
           f"{sum(map(len, everything.values()))} kernel findings; sampled {len(files)} files "
           f"({sum(map(len, files.values()))} findings, seed {arguments.seed})")
 
+    packages = realcode.package_dirs(python, sorted({p.package for p in realcode.projects(python)}))
+    site = os.path.commonpath([str(folder.parent) for folder in packages.values()])
+
+    def checkpoint(cold_so_far: dict[str, float]) -> None:
+        """The verdicts so far, so that a run stopped part-way keeps the files it finished."""
+        done = {name: files[name] for name in cold_so_far}
+        write_verdicts(arguments.verdicts, done, site, versions, arguments, summary(done), cold_so_far, None)
+
     cache = str(arguments.cache) if arguments.cache else tempfile.mkdtemp(prefix="warp-lint-bench-confirm-")
     if not arguments.cache:
         shutil.rmtree(cache, ignore_errors=True)
     os.makedirs(cache, exist_ok=True)
     try:
-        cold = run(files, python, arguments.device, cache, arguments.timeout, "cold")
+        cold = run(files, python, arguments.device, cache, arguments.timeout, "cold", checkpoint)
         result = summary(files)
         warm = run(files, python, arguments.device, cache, arguments.timeout, "warm") if arguments.warm else None
     finally:
@@ -141,21 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         warm_result = summary(files)
         result["warm_same_verdicts"] = warm_result["statuses"] == result["statuses"]
 
-    packages = realcode.package_dirs(python, sorted({p.package for p in realcode.projects(python)}))
-    site = os.path.commonpath([str(folder.parent) for folder in packages.values()])
-    document = {
-        "versions": versions, "device": arguments.device, "seed": arguments.seed, "sampled_files": len(files), "summary": result,
-        "time_per_file": {"cold": _times(cold), **({"warm": _times(warm)} if warm else {})},
-        "files": [
-            {"path": os.path.relpath(path, site), "cold_s": round(cold[path], 2),
-             **({"warm_s": round(warm[path], 2)} if warm else {}),
-             "findings": [{"code": f.code, "line": f.start.line, "kernel": f.data.get("kernel"),
-                           "function_kind": f.data.get("function_kind"), "message": f.message,
-                           "confirmation": f.confirmation.to_dict()} for f in fs]}
-            for path, fs in sorted(files.items())
-        ],
-    }
-    arguments.verdicts.write_text(json.dumps(document, indent=1, default=str))
+    write_verdicts(arguments.verdicts, files, site, versions, arguments, result, cold, warm)
 
     print(f"kernel findings decided: {result['decided']}/{result['findings']} = {result['decided_fraction']:.0%}"
           f"  {result['statuses']}")
