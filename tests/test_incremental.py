@@ -469,6 +469,25 @@ def test_a_helper_edited_in_another_file_changes_its_callers_results(tmp_path):
     assert len(wl102()) == 1
 
 
+def test_a_helper_file_that_parses_again_is_followed_by_the_callers_linted_meanwhile(tmp_path):
+    """Found by the edit test above: `funcs.py` loses `store`'s `def` line (no longer parses), and
+    `through.py` is linted then, when no helper can be resolved; then `store`'s body goes too and
+    the file parses again with `put` alone. `through.py` read `funcs.py` while it did not parse, so
+    its kernels must follow `put` again (WL102) and not keep the helper-less facts."""
+    texts = {name: PROJECT_FILES[name] for name in ("funcs.py", "through.py")}
+    paths = _write_project(tmp_path, texts)
+    session = Workspace.for_files(list(paths.values()))
+    for name, path in paths.items():
+        session.lint_source(_source(path, texts[name]), SETTINGS)
+    unparsable = texts["funcs.py"].replace("def store(a: wp.array(dtype=float), i: int, v: float):\n", "")
+    session.lint_source(_source(paths["funcs.py"], unparsable), SETTINGS)
+    assert session.result_of(str(paths["through.py"]), SETTINGS).findings == []
+    parses = unparsable.replace("    wp.atomic_add(a, i, v)\n", "")
+    session.lint_source(_source(paths["funcs.py"], parses), SETTINGS)
+    codes = [f.code for f in session.result_of(str(paths["through.py"]), SETTINGS).findings]
+    assert codes.count("WL102") == 1
+
+
 def test_a_function_that_starts_recording_is_followed_by_the_recordings_that_call_it(tmp_path):
     """`main` calls `setup` before its tape opens; `setup` calls `prepare` in another file. Once an
     edit gives `prepare` a tape, `main`'s recording follows `setup` (no longer skipped as leading

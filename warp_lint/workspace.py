@@ -228,6 +228,12 @@ class Workspace:
             # New text of the file (an editor's buffer): its own imports say what `code` is.
             self.index.set_summary(path, summary)
         symbol = self.index.resolve(path, MODULE_SCOPE, code)
+        # The file the name comes from is read even where it defines no helper now (it does not
+        # parse, or the name is no `@wp.func` yet): an edit there may make it one.
+        origin = symbol.path if symbol is not None else self.index.import_origin(path, code)
+        if read is not None and origin and origin != path:
+            defining = self._summary_of(origin)
+            read[origin] = defining.digest if defining is not None else ""
         if symbol is None or symbol.kind != "warp" or symbol.path == path:
             return None
         self._helpers_in_progress.add(path)  # a helper's file calling back into this one
@@ -236,8 +242,6 @@ class Workspace:
         finally:
             self._helpers_in_progress.discard(path)
         defining = self._summary_of(symbol.path)
-        if read is not None:
-            read[symbol.path] = defining.digest if defining is not None else ""
         if facts is None or facts.kind != "func" or not facts.effects:
             return None
         return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,

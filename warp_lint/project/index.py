@@ -170,6 +170,19 @@ class ProjectIndex:
             symbol = self.member(symbol, attribute)
         return symbol
 
+    def import_origin(self, path: str, code: str) -> str | None:
+        """The project file that the module-level import binding the head of ``code`` in ``path``
+        reads from, whether or not that file parses now (a helper it will define once it does)."""
+        info = self.by_path.get(path)
+        if info is None:
+            return None
+        binding = self._bindings(info).get(MODULE_SCOPE, {}).get(code.split(".", 1)[0])
+        if binding is None:
+            return None
+        absolute = resolve_relative(info.name, info.is_package, binding.level, binding.module)
+        source = self.module(absolute, info) if absolute else None
+        return source.path if source is not None and source is not info else None
+
     def _bindings(self, info: ModuleInfo) -> dict[str, dict[str, ImportBinding]]:
         """Scope -> local name -> the import that binds it last."""
         table = info.bindings
