@@ -582,7 +582,7 @@ CLOSE_LITERALS_BELOW = 0.01  # literals this small also get a fill at their own 
 class Fill:
     """How floating-point values are drawn."""
 
-    kind: str  # default | small | wide | around | close | aligned | zeros | large
+    kind: str  # default | small | wide | around | close | aligned | zeros | large | sparse
     center: float = 0.0
 
     def describe(self) -> str:
@@ -596,6 +596,7 @@ class Fill:
             "aligned": "uniform in [0.5, 1.5], the same values in every array (differences vanish)",
             "zeros": "all zero",
             "large": "magnitudes uniform in [50, 120], random signs",
+            "sparse": "uniform in [-3, 3], one value in three exactly zero",
         }.get(self.kind, f"both sides of the literal {self.center:g}")
 
     def draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
@@ -610,6 +611,9 @@ class Fill:
             return np.zeros(shape)
         if self.kind == "large":
             return rng.uniform(50.0, 120.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
+        if self.kind == "sparse":
+            values = rng.uniform(-3.0, 3.0, size=shape)
+            return np.where(rng.random(size=shape) < 1.0 / 3.0, 0.0, values)
         offsets = rng.uniform(0.05, 1.0, size=shape) * rng.choice([-1.0, 1.0], size=shape)
         around = self.center + offsets * max(1.0, abs(self.center) * 0.1)
         if self.kind == "close":
@@ -631,6 +635,10 @@ def fills_for(facts: KernelFacts, value_dependent: bool) -> list[Fill]:
     # A threshold far below the values' scale (an epsilon) is crossed only by values as small as
     # it. Tried last, so a statement another fill runs is drawn as before.
     fills += [Fill("close", c) for c in facts.literals if 0.0 < abs(c) < CLOSE_LITERALS_BELOW]
+    # Exact zeros among the values (an axis-aligned direction, a body at rest): a branch on a
+    # component below a tolerance of the others (`|d.x| <= 1e-6 * |d|`, the constant a module's,
+    # not a literal the kernel shows) is taken only at zero. Last, for the same reason.
+    fills.append(Fill("sparse"))
     return fills
 
 
