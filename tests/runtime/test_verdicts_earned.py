@@ -89,6 +89,7 @@ CASES = {
     "native_vector": (EARNED, "spread_by_native", "WL113", ["x"], ["out"], {}),
     "squared_before_label": (EARNED, "squared_then_labelled", "WL102", ["a", "labels"], ["a", "labels"], {}),
     "integer_label": (EARNED, "squared_then_labelled", "WL102", ["a", "labels"], ["a", "labels"], {}),
+    "square_at_tie": (EARNED, "squared_at_a_tie", "WL102", ["d", "a"], ["a"], {}),
 }
 
 
@@ -525,6 +526,13 @@ def test_a_rewrite_that_moves_ad_away_decides_nothing(verdicts):
 
 def test_an_array_of_structs_is_drawn_element_by_element(verdicts):
     confirmation = verdicts["struct_array_in_place"]
+    if confirmation.device != "cpu":
+        # Off the CPU no forked probe runs a draw first, and a zero id the kernel did use would take
+        # the device down: the experiment is not run, and the verdict names the field.
+        assert confirmation.status == Status.INCONCLUSIVE
+        assert reason(confirmation) == Reason.UNSUPPORTED_ARGUMENT
+        assert confirmation.reason.split(": ")[1].startswith("shapes.mesh")
+        return
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
     # The id no draw stands for is left at zero, and the evidence says so.
     assert any(note.startswith("shapes.mesh: left at zero") for note in confirmation.evidence["domain"])
@@ -556,3 +564,23 @@ def test_a_value_the_probe_cannot_scale_is_counted_in_its_own_statements_slot(ve
     assert label.status == Status.INCONCLUSIVE, label.reason
     assert reason(label) == Reason.NOT_MEASURED
     assert "cannot scale" in label.reason
+
+
+def test_a_plain_clear_rests_on_three_agreeing_draws_that_each_ran_the_statement(verdicts):
+    # On a GPU, newton's vertex-triangle collision kernel was cleared on the one draw of nine that
+    # ran its loop once; the CPU's second draw took the loop again and disagreed.
+    plain = {marker: c for marker, c in verdicts.items()
+             if c.status == Status.CLEARED and reason(c) == Reason.GRADIENT_MATCHES
+             and "other flagged statements" not in c.reason}
+    assert plain, "the fixtures clear some findings outright"
+    for marker, confirmation in plain.items():
+        draws = confirmation.evidence["draws"]
+        assert len(draws) == 3 and all(d["hits"] > 0 and d["passed"] for d in draws), (marker, draws)
+
+
+def test_a_branch_only_an_exact_zero_takes_is_reached_by_drawing_zeros(verdicts):
+    # `|d.x| <= 1e-6 * (|d.x| + |d.y| + |d.z|)` with the fraction a module constant: no literal
+    # to aim at, and no value drawn from an interval is that small.
+    confirmation = verdicts["square_at_tie"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "exactly zero" in confirmation.evidence["input_values"]

@@ -781,14 +781,19 @@ class FileSession:
 
         chosen.result = self._compare(chosen, nondet_tol)
         draws = [chosen]
+        tried = 1
         # A disagreement goes to its counterfactual at once; agreement needs more draws. A draw
         # where finite differences do not converge (a kink of the function right there) is
         # replaced by another of the same fill.
         if not any(p.status == "fail" for p in chosen.result.pairs):
-            wanted, budget = RUNS_PER_FILL, RUNS_PER_FILL * RESAMPLES
-            while len([d for d in draws if _smooth(d)]) < wanted and budget > 0:
+            budget = RUNS_PER_FILL * RESAMPLES
+            while len([d for d in draws if _smooth(d)]) < RUNS_PER_FILL and budget > 0:
                 budget -= 1
-                draw = self._make_draw(prepared, plan, chosen.fill, rng, chosen.targeted)
+                tried += 1
+                # Where fresh draws of the fill miss the statement, mutations of the chosen draw
+                # (one or two arguments drawn anew) keep most of what made it run.
+                parent = chosen if budget < RUNS_PER_FILL * RESAMPLES // 2 else None
+                draw = self._make_draw(prepared, plan, chosen.fill, rng, chosen.targeted, parent)
                 if not (draw.finite and draw.ran):
                     continue
                 draw.result = self._compare(draw, nondet_tol)
@@ -797,7 +802,7 @@ class FileSession:
                     break
             smooth = [d for d in draws if _smooth(d)]
             if smooth and not any(p.status == "fail" for d in draws for p in d.result.pairs):
-                draws = smooth[:wanted]
+                draws = smooth[:RUNS_PER_FILL]
         evidence.update(
             precision=chosen.result.precision,
             criterion=chosen.result.to_dict()["criterion"],
@@ -823,6 +828,13 @@ class FileSession:
         if "fd-not-converged" in statuses:
             pair = next(p for d in draws for p in d.result.pairs if p.status == "fd-not-converged")
             return _inconclusive(Reason.FD_NOT_CONVERGED, f"d {pair.output} / d {pair.input}: {pair.criterion}",
+                                 **evidence)
+        if len(draws) < RUNS_PER_FILL:
+            # One agreeing draw is one path through the kernel: another draw that ran the statement
+            # (a loop taken twice) has shown the gradient wrong where the first agreed.
+            return _inconclusive(Reason.FEW_DRAWS, f"AD matches finite differences, but only {len(draws)} of "
+                                 f"{tried} draws ({chosen.fill.describe()}) ran the flagged statement with a finite "
+                                 f"forward pass; a clear needs {RUNS_PER_FILL} that agree", draws_tried=tried,
                                  **evidence)
         return self._judge_agreement(prepared, plan, draws, evidence)
 

@@ -38,6 +38,7 @@ class Reason:
     DOES_NOT_MATTER = "does-not-matter"  # no derivative flows through the statement
     NOT_EXERCISED = "not-exercised"  # the statement ran, but the loops whose values it reuses did not
     SINGULAR_NOT_REACHED = "singular-not-reached"  # value-dependent hazard never triggered
+    FEW_DRAWS = "few-draws"  # AD agreed, but fewer draws than a clear needs ran the statement
     REPLAY_UNSUPPORTED = "replay-unsupported"  # a host launch sequence that cannot be replayed
 
 
