@@ -54,6 +54,7 @@ from warp_lint.runtime.comparison import (
 )
 from warp_lint.runtime.synthesis import (
     LAUNCH_EXTENT,
+    ZEROS_LAST,
     Fill,
     KernelFacts,
     LaunchPlan,
@@ -715,6 +716,13 @@ class FileSession:
                     return draw, explored
                 if not draw.crashed and (furthest is None or draw.progress >= furthest.progress):
                     furthest = draw
+                if set_back(draw) == "give up":
+                    return best, explored
+        if best is None or not best.ran:
+            for resample in range(RESAMPLES):
+                draw = attempt(ZEROS_LAST, targetable and resample > 0)
+                if done(draw):
+                    return draw, explored
                 if set_back(draw) == "give up":
                     return best, explored
         return best, explored

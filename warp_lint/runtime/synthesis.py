@@ -635,11 +635,14 @@ def fills_for(facts: KernelFacts, value_dependent: bool) -> list[Fill]:
     # A threshold far below the values' scale (an epsilon) is crossed only by values as small as
     # it. Tried last, so a statement another fill runs is drawn as before.
     fills += [Fill("close", c) for c in facts.literals if 0.0 < abs(c) < CLOSE_LITERALS_BELOW]
-    # Exact zeros among the values (an axis-aligned direction, a body at rest): a branch on a
-    # component below a tolerance of the others (`|d.x| <= 1e-6 * |d|`, the constant a module's,
-    # not a literal the kernel shows) is taken only at zero. Last, for the same reason.
-    fills.append(Fill("sparse"))
     return fills
+
+
+# Exact zeros among the values (an axis-aligned direction, a body at rest): a branch on a component
+# below a tolerance of the others (`|d.x| <= 1e-6 * |d|`, the constant a module's, not a literal the
+# kernel shows) is taken only at zero. Drawn only after the fills and the exploration found nothing,
+# so that what they reach is drawn exactly as before.
+ZEROS_LAST = Fill("sparse")
 
 
 # -- the plan --------------------------------------------------------------------------------------
