@@ -231,8 +231,8 @@ class Workspace:
         # The file the name comes from is read even where it defines no helper now (it does not
         # parse, or the name is no `@wp.func` yet): an edit there may make it one.
         origin = symbol.path if symbol is not None else self.index.import_origin(path, code)
+        defining = self._summary_of(origin) if origin and origin != path else None
         if read is not None and origin and origin != path:
-            defining = self._summary_of(origin)
             read[origin] = defining.digest if defining is not None else ""
         if symbol is None or symbol.kind != "warp" or symbol.path == path:
             return None
@@ -241,7 +241,6 @@ class Workspace:
             facts = self._facts_of(symbol.path).get(symbol.qualname)
         finally:
             self._helpers_in_progress.discard(path)
-        defining = self._summary_of(symbol.path)
         if facts is None or facts.kind != "func" or not facts.effects:
             return None
         return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,

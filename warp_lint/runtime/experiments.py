@@ -842,7 +842,8 @@ class FileSession:
             # (a loop taken twice) has shown the gradient wrong where the first agreed.
             return _inconclusive(Reason.FEW_DRAWS, f"AD matches finite differences, but only {len(draws)} of "
                                  f"{tried} draws ({chosen.fill.describe()}) ran the flagged statement with a finite "
-                                 f"forward pass; a clear needs {RUNS_PER_FILL} that agree", draws_tried=tried,
+                                 f"forward pass and converging finite differences; a clear needs {RUNS_PER_FILL} "
+                                 "that agree", draws_tried=tried,
                                  **evidence)
         return self._judge_agreement(prepared, plan, draws, evidence)
 
