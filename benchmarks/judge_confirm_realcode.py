@@ -214,8 +214,9 @@ CHECK = textwrap.dedent('''
 
     def floats(shape, dtype, mode):
         full = shape + tuple(getattr(dtype, "_shape_", ()))
-        values = {"normal": lambda: rng.standard_normal(full), "unit": lambda: rng.uniform(0.1, 0.9, full),
-                  "positive": lambda: rng.uniform(0.5, 2.0, full)}[mode]()
+        # The "zero" mode draws as "normal" does; only its vectors are set to zero afterwards.
+        values = {"normal": lambda: rng.standard_normal(full), "zero": lambda: rng.standard_normal(full),
+                  "unit": lambda: rng.uniform(0.1, 0.9, full), "positive": lambda: rng.uniform(0.5, 2.0, full)}[mode]()
         kind_name = getattr(dtype, "_wp_generic_type_str_", "")
         if kind_name == "quat_t":
             values /= np.linalg.norm(values, axis=-1, keepdims=True)
@@ -327,14 +328,15 @@ CHECK = textwrap.dedent('''
         if singular == "sqrt-zero":
             # Coincident points: every vector array equal to the first of its type, and each one's
             # elements all equal (a collapsed element); a vector a @wp.func takes, or one passed by
-            # value, is the zero vector (a point on the axis).
+            # value, is the zero vector (a point on the axis), and so is every vector in the "zero"
+            # mode, tried first (a length taken of one vector alone is singular only there).
             for a in vectors[1:]:
                 if a.dtype == vectors[0].dtype and a.shape == vectors[0].shape:
                     a.assign(vectors[0].numpy())
             for a in vectors:
                 values = a.numpy().copy()
                 flat = values.reshape((-1,) + values.shape[a.ndim:])
-                flat[:] = 0.0 if kind == "func" else flat[0]
+                flat[:] = 0.0 if kind == "func" or mode == "zero" else flat[0]
                 a.assign(flat.reshape(values.shape))
             for position, a in enumerate(args):
                 if not isinstance(a, wp.array) and hasattr(type(a), "_shape_"):
@@ -391,7 +393,7 @@ CHECK = textwrap.dedent('''
         for ints in [None, *kinds_compared(), *range(8)] if counted is not None else [None]:
             # With every integer the same, every thread would work on the same elements: one thread.
             threads = 1 if isinstance(ints, int) else dim
-            for mode in ("normal", "unit", "positive"):
+            for mode in ("zero", "normal", "unit", "positive") if singular == "sqrt-zero" else ("normal", "unit", "positive"):
                 args, float_arrays = make(mode, ints)
                 probe = run(args)
                 launch(probe)
