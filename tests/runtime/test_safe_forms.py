@@ -61,6 +61,17 @@ def test_a_long_loop_of_unknown_bound_gets_as_many_trips_as_fit_rather_than_no_s
     assert int(trips.group(1)) * 100 <= UNROLL_STATEMENTS
 
 
+@pytest.mark.parametrize(("stop", "trips"), [("n", 4), ("n - 1", 3), ("2 * n + 1", 9), ("n + m", 8), ("n - m", UNROLL)])
+def test_a_loop_up_to_arithmetic_on_integer_parameters_runs_as_far_as_their_bounds_let_it(stop, trips):
+    # The synthesized integers are at most 4: `n - 1` needs 3 trips, not the 16 of a guess, which
+    # would make a nest of such loops too large to unroll. `n - m` needs the least m could be.
+    source = f"def total(x: float, n: int, m: int):\n    y = x\n    for k in range({stop}):\n        y = y * x\n    return y\n"
+    form, skipped = safe_forms([("static-enclosing-loops", 4)], source, "copy", "wp.func", ["x", "n", "m"],
+                               int_bounds={"n": 4, "m": 4})
+    assert skipped == [], skipped
+    assert re.search(r"range\(_wl_wp\.static\((\d+)\)\)", form.source).group(1) == str(trips)
+
+
 def test_a_counter_atomic_becomes_a_replayed_read_and_store_of_the_counter_put_back_before_backward():
     source = textwrap.dedent('''
         def compact(x: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):

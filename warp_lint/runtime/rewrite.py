@@ -626,7 +626,36 @@ def _known_trips(loop: ast.For | ast.While, context: Context) -> int | None:
         return 16 if context.array_ndims[stop.value.value.id] == 1 else 4
     names = {n.id for n in ast.walk(stop) if isinstance(n, ast.Name)}
     if names and names <= set(context.int_bounds):
-        return UNROLL
+        bound = _upper_bound(stop, context)
+        return UNROLL if bound is None else max(0, min(bound, UNROLL))
+    return None
+
+
+def _upper_bound(node: ast.expr, context: Context) -> int | None:
+    """The most an expression of integer parameters can be on synthesized inputs (each parameter
+    at most its bound): sums, a constant subtracted, products by a non-negative constant. None
+    where that needs a lower bound (a parameter subtracted) or is not arithmetic."""
+    known = _constant(node, context)
+    if known is not None:
+        return known
+    if isinstance(node, ast.Name):
+        return context.int_bounds.get(node.id)
+    if not isinstance(node, ast.BinOp):
+        return None
+    left, right = _upper_bound(node.left, context), _upper_bound(node.right, context)
+    if left is None or right is None:
+        return None
+    if isinstance(node.op, ast.Add):
+        return left + right
+    constant_right = _constant(node.right, context)
+    if isinstance(node.op, ast.Sub) and constant_right is not None:
+        return left - constant_right
+    if isinstance(node.op, ast.Mult):
+        constant_left = _constant(node.left, context)
+        if constant_left is not None and constant_left >= 0:
+            return constant_left * right
+        if constant_right is not None and constant_right >= 0:
+            return left * constant_right
     return None
 
 

@@ -752,6 +752,17 @@ class LaunchPlan:
         return notes
 
 
+def index_bound(uses: Sequence[tuple[str, int, bool]], ndims: dict[str, int], monotone: bool = False) -> int:
+    """The bound below which an integer argument's synthesized values stay, from its uses as an
+    index (array, position, used as it is). Indices into an array's first dimension may cover it
+    (every array is as long there as a 1-D one) when they are used as they are, or are offsets
+    (`start[i] + k`: a longer array is made for a draw that reaches past it); others, and an
+    integer that indexes nothing, stay below the launch extent."""
+    direct = all(d for _, _, d in uses)
+    return min((LONG_EXTENT if position == 0 and ndims.get(array, 1) >= 1 and (direct or monotone)
+                else LAUNCH_EXTENT for array, position, _ in uses), default=LAUNCH_EXTENT)
+
+
 def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_params: Sequence[str] = (),
                 source: str | None = None) -> LaunchPlan:
     """Decide the launch dimension and how to synthesize each argument, or raise UnsupportedKernel.
@@ -774,13 +785,7 @@ def plan_launch(params: Sequence[tuple[str, Any]], facts: KernelFacts, index_par
         if uses:
             spec.is_index = True
             spec.distinct = spec.kind == "int-array"
-            direct = all(d for _, _, d in uses)
-            # Indices into an array's first dimension may cover it (every array is as long there as
-            # a 1-D one) when they are used as they are, or are offsets (`start[i] + k`: a longer
-            # array is made for a draw that reaches past it); others stay below the launch extent.
-            extents = [LONG_EXTENT if position == 0 and ndims.get(array, 1) >= 1 and (direct or spec.monotone)
-                       else LAUNCH_EXTENT for array, position, _ in uses]
-            spec.bound = min(extents)
+            spec.bound = index_bound(uses, ndims, spec.monotone)
         spec.nonzero = spec.name in facts.divisors
         spec.chain = spec.name in facts.sentinels and spec.kind == "int-array" and not spec.monotone
         spec.distinct = spec.distinct and not (spec.monotone or spec.chain)  # those orders win
