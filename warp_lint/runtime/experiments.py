@@ -53,7 +53,6 @@ from warp_lint.runtime.comparison import (
     precision_of,
 )
 from warp_lint.runtime.synthesis import (
-    LAUNCH_EXTENT,
     ZEROS_LAST,
     Fill,
     KernelFacts,
@@ -63,6 +62,7 @@ from warp_lint.runtime.synthesis import (
     concrete_types,
     fills_for,
     handles_through_callees,
+    index_bound,
     kernel_facts,
     make_arguments,
     plan_launch,
@@ -78,6 +78,9 @@ CLOSE_RESAMPLES = 4  # ... times this for a fill at a tiny literal's scale
 EXPLORATION_DRAWS = 48
 # One-thread draws tried, after the first thread of the confirming draw, to check a confirmation.
 ONE_THREAD_REDRAWS = 3
+# Draws tried, after agreeing ones at which the flagged statement's value moves no output, for one
+# at which it does (a clamp or a branch that other values leave).
+MATTER_REDRAWS = 6
 HANGS_PER_KERNEL = 3  # probes that wait out their time limit before a kernel is given up as hanging
 # Relative difference two identical forward (or backward) passes may show: float atomics on a GPU
 # sum in no fixed order; races differ by whole values.
@@ -727,6 +730,16 @@ class FileSession:
                     return best, explored
         return best, explored
 
+    def _redraws(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, rng: np.random.Generator,
+                 budget: int = RUNS_PER_FILL * RESAMPLES) -> Iterator[Draw]:
+        """``budget`` more draws beside ``chosen``: fresh ones of its fill first, then mutations of
+        it (one or two arguments drawn anew), which keep most of what made it run the statement
+        where fresh draws miss it. The caller skips those that do not run it."""
+        fresh = budget - budget // 2
+        for number in range(budget):
+            yield self._make_draw(prepared, plan, chosen.fill, rng, chosen.targeted,
+                                  chosen if number >= fresh else None)
+
     # -- the experiment --------------------------------------------------------------------------
     def _experiment(self, prepared: Prepared) -> dict[str, Any]:
         if prepared.key in self._hung:  # its draws would wait out the probe's time limit again
@@ -794,14 +807,12 @@ class FileSession:
         # where finite differences do not converge (a kink of the function right there) is
         # replaced by another of the same fill.
         if not any(p.status == "fail" for p in chosen.result.pairs):
-            budget = RUNS_PER_FILL * RESAMPLES
-            while len([d for d in draws if _smooth(d)]) < RUNS_PER_FILL and budget > 0:
-                budget -= 1
+            redraws = self._redraws(prepared, plan, chosen, rng)
+            while len([d for d in draws if _smooth(d)]) < RUNS_PER_FILL:
+                draw = next(redraws, None)
+                if draw is None:
+                    break
                 tried += 1
-                # Where fresh draws of the fill miss the statement, mutations of the chosen draw
-                # (one or two arguments drawn anew) keep most of what made it run.
-                parent = chosen if budget < RUNS_PER_FILL * RESAMPLES // 2 else None
-                draw = self._make_draw(prepared, plan, chosen.fill, rng, chosen.targeted, parent)
                 if not (draw.finite and draw.ran):
                     continue
                 draw.result = self._compare(draw, nondet_tol)
@@ -815,8 +826,7 @@ class FileSession:
             precision=chosen.result.precision,
             criterion=chosen.result.to_dict()["criterion"],
             tolerances=dataclasses.asdict(chosen.result.tolerances),
-            draws=[{"hits": d.hits[0], "singular": d.singular if prepared.value_dependent else None,
-                    "passed": d.result.passed, "pairs": [_pair_summary(p) for p in d.result.pairs]} for d in draws],
+            draws=[_draw_record(prepared, d) for d in draws],
             flagged_statement_hits=sum(d.hits[0] for d in draws),
         )
         evidence["non_finite_gradient"] = any(
@@ -845,7 +855,59 @@ class FileSession:
                                  f"forward pass and converging finite differences; a clear needs {RUNS_PER_FILL} "
                                  "that agree", draws_tried=tried,
                                  **evidence)
-        return self._judge_agreement(prepared, plan, draws, evidence)
+        verdict = self._judge_agreement(prepared, plan, draws, evidence)
+        if verdict["reason"] != Reason.DOES_NOT_MATTER:
+            return verdict
+        return self._where_it_matters(prepared, plan, chosen, draws, rng, nondet_tol, verdict)
+
+    def _where_it_matters(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, draws: list[Draw],
+                          rng: np.random.Generator, nondet_tol: float, verdict: dict[str, Any]) -> dict[str, Any]:
+        """The agreeing draws ran the flagged statement, but at none of them did its value move the
+        outputs (clamped there, or cut off by a branch not taken): more draws of the fill, until
+        one that agrees and moves them (the clear then rests on it beside the others) or one that
+        disagrees (judged as any disagreement). Otherwise ``verdict`` stands."""
+        evidence = verdict["evidence"]
+        looked = 0
+        for draw in self._redraws(prepared, plan, chosen, rng, MATTER_REDRAWS):
+            looked += 1
+            if not (draw.finite and draw.ran):
+                continue
+            draw.result = self._compare(draw, nondet_tol)
+            evidence["draws_for_a_derivative"] = looked
+            failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
+            if failures or all(p.passed for p in draw.result.pairs) and self._derivative_through(
+                    prepared, plan, draw, np.random.default_rng(draw.seed)).get("matters"):
+                evidence["draws"].append(_draw_record(prepared, draw))
+                evidence["flagged_statement_hits"] += draw.hits[0]
+                evidence.pop("derivative_through_statement", None)
+                if failures:
+                    return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
+                return self._judge_agreement(prepared, plan, [draw, *draws], evidence)
+        evidence["draws_for_a_derivative"] = looked
+        return verdict
+
+    def _held_on_more_draws(self, prepared: Prepared, plan: LaunchPlan, first: Draw,
+                            holds: Callable[[Draw], bool | None]) -> tuple[list[Draw], int, Draw | None]:
+        """A clear drawn from one draw in a setting (the kernel's other hazards set aside, or this
+        statement beside its safe form) rests on as many draws as a plain clear: ``first`` and
+        further draws of its fill that run the flagged statement and on which ``holds`` says True,
+        until RUNS_PER_FILL. Where ``holds`` says None the draw cannot be compared and is skipped;
+        a draw where it says False ends the search, and is returned last. Also: the draws tried."""
+        held, tried = [first], 1
+        redraws = self._redraws(prepared, plan, first, np.random.default_rng(first.seed))
+        while len(held) < RUNS_PER_FILL:
+            draw = next(redraws, None)
+            if draw is None:
+                break
+            tried += 1
+            if not (draw.finite and draw.ran):
+                continue
+            verdict = holds(draw)
+            if verdict is False:
+                return held, tried, draw
+            if verdict:
+                held.append(draw)
+        return held, tried, None
 
     def _compare(self, draw: Draw, nondet_tol: float) -> GradcheckResult:
         launch = draw.launch
@@ -1044,19 +1106,62 @@ class FileSession:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with {aside} the forward changes or is "
                                  "not finite", **evidence)
 
-        mine = [p for p in failing if _explains(_counterpart(all_safe, all_form, p), p)
-                and (_counterpart(others_safe, others_form, p) or {}).get("status") == "fail"]
-        if mine:
+        def mine_on(compared: Draw, every: dict[str, Any], others: dict[str, Any]) -> list:
+            """The pairs that disagree with this statement as written and agree once it is
+            rewritten too, everything else set aside."""
+            return [p for p in compared.result.pairs if p.status == "fail"
+                    and _explains(_counterpart(every, all_form, p), p)
+                    and (_counterpart(others, others_form, p) or {}).get("status") == "fail"]
+
+        def confirmed(compared: Draw, mine: list, sentence: str) -> dict[str, Any]:
             evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in mine]
-            return self._in_one_thread(prepared, plan, draw, nondet_tol, {
+            return self._in_one_thread(prepared, plan, compared, nondet_tol, {
                 "status": Status.CONFIRMED, "reason": Reason.GRADIENT_MISMATCH,
-                "detail": f"{detail}; with {aside} the disagreement is there while this statement is as written "
+                "detail": f"{sentence}; with {aside} the disagreement is there while this statement is as written "
                           f"and gone once it is rewritten too ({prepared.safe.description})", "evidence": evidence})
+
+        mine = mine_on(draw, all_safe, others_safe)
+        if mine:
+            return confirmed(draw, mine, detail)
         if others_safe.get("passed"):
             # This statement as written, everything else set aside: AD matches FD.
-            return self._judge_agreement(prepared, plan, draws, evidence, context=(
-                f"AD matches finite differences with {aside} (the disagreement of the kernel as written is theirs), "
-                "on the same inputs"))
+            in_setting: dict[int, dict[str, Any]] = {}
+
+            def agrees(other: Draw) -> bool | None:
+                record = in_setting[id(other)] = self._counterfactual(others_form, prepared, plan, other,
+                                                                      others_kernel, nondet_tol)
+                if not record["finite"] or (others_form.preserves_forward is not False and not record["same_forward"]):
+                    return None
+                statuses = {p["status"] for p in record["pairs"]}
+                return False if "fail" in statuses else (True if statuses == {"pass"} else None)
+
+            held, tried, against = self._held_on_more_draws(prepared, plan, draw, agrees)
+            evidence["isolation"]["draws"] = {"agreeing": len(held), "tried": tried}
+            context = (f"AD matches finite differences with {aside} (the disagreement of the kernel as written is "
+                       f"theirs), on {len(held)} draws ({draw.fill.describe()})")
+            if against is not None:
+                # There this statement as written disagrees with everything else set aside: whether
+                # rewriting it too removes that is the confirmation the first draw could not give.
+                against.result = self._compare(against, nondet_tol)
+                every_there = self._counterfactual(all_form, prepared, plan, against, all_kernel, nondet_tol)
+                evidence["isolation"]["another_draw"] = {"all_flagged_safe": every_there,
+                                                         "others_safe": in_setting[id(against)]}
+                mine = mine_on(against, every_there, in_setting[id(against)]) if every_there["finite"] and (
+                    all_form.preserves_forward is False or every_there["same_forward"]) else []
+                if mine:
+                    worst = max(mine, key=lambda p: p.max_abs_error if np.isfinite(p.max_abs_error) else np.inf)
+                    evidence["worst_pair"] = worst.to_dict()
+                    return confirmed(against, mine, f"{_mismatch_sentence(worst)}, on a draw after one where the "
+                                                    "kernel agreed with this statement as written and everything "
+                                                    "else set aside")
+                return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; {context}, but not on another draw "
+                                     "of the same inputs' kind: the disagreement is there with this statement as "
+                                     "written and everything else set aside", **evidence)
+            if len(held) < RUNS_PER_FILL:
+                return _inconclusive(Reason.FEW_DRAWS, f"{stays}; {context}, but only {len(held)} of {tried} draws "
+                                     f"ran the flagged statement and could be compared; a clear needs {RUNS_PER_FILL} "
+                                     "that agree", draws_tried=tried, **evidence)
+            return self._judge_agreement(prepared, plan, held, evidence, context=context)
         evidence["isolation"]["elsewhere"] = True  # compared, and the disagreement stays with everything rewritten
         return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
                              "the kernel rewritten" + (" and its dynamic loops made static" if loops else "") +
@@ -1152,23 +1257,29 @@ class FileSession:
         evidence = verdict["evidence"]
         counterfactual = evidence["counterfactual"]
         isolated = None  # the isolation whose setting was compared (its loops static or not); None: none
+        # The kernels compared, AD as written first, and their records on the confirming draw.
+        runs: list[tuple[rewrite.SafeForm, Any]] = [(prepared.safe, prepared.kernels.get("safe"))]
+        records = [counterfactual]
         for record in (evidence.get("isolation_with_static_loops"), evidence.get("isolation")):
             if record is not None and record.get("elsewhere"):  # compared, the same values computed
-                loops = record["dynamic_loops_static"]
-                (all_form, _), (others_form, _) = self._ensure_isolation(prepared, loops)
-                isolated = loops
-                setting = f"with {self._aside(prepared, loops)}"
-                change = _adjoint_change(draw.result.pairs,
-                                         lambda p, r=record, f=others_form: _counterpart(r["others_safe"], f, p),
-                                         lambda p, r=record, f=all_form: _counterpart(r["all_flagged_safe"], f, p),
-                                         draw.result.tolerances)
+                isolated = record["dynamic_loops_static"]
+                every, others = self._ensure_isolation(prepared, isolated)
+                runs, records = [others, every], [record["others_safe"], record["all_flagged_safe"]]
+                setting = f"with {self._aside(prepared, isolated)}"
                 break
         else:
             if not counterfactual.get("pairs"):
                 return verdict
             setting = "on the same inputs"
-            change = _adjoint_change(draw.result.pairs, _pair_summary,
-                                     lambda p: _counterpart(counterfactual, prepared.safe, p), draw.result.tolerances)
+
+        def change_on(compared: Draw, on: list[dict[str, Any]]) -> AdjointChange:
+            if isolated is None:
+                return _adjoint_change(compared.result.pairs, _pair_summary,
+                                       lambda p: _counterpart(on[0], prepared.safe, p), compared.result.tolerances)
+            return _adjoint_change(compared.result.pairs, lambda p: _counterpart(on[0], runs[0][0], p),
+                                   lambda p: _counterpart(on[1], runs[1][0], p), compared.result.tolerances)
+
+        change = change_on(draw, records)
         evidence["adjoint_change"] = {"setting": setting, "kind": change.kind, "pairs": change.moves}
         if change.kind == "closer":
             return self._in_one_thread(prepared, plan, draw, nondet_tol, {
@@ -1189,9 +1300,28 @@ class FileSession:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; {unchanged}; but AD does not carry the "
                                  f"derivative from the statement on to the outputs ({adjoint['why']}), so the two "
                                  "could not differ", **evidence)
-        return self._judge_agreement(prepared, plan, draws, evidence, context=(
-            f"{detail}; {unchanged}, and AD carries the derivative from the statement on to the outputs "
-            f"({adjoint['why']})"), reason=Reason.SAME_AS_SAFE_FORM)
+
+        def unchanged_on(other: Draw) -> bool | None:
+            other.result = self._compare(other, nondet_tol)
+            on = [self._counterfactual(form, prepared, plan, other, kernel, nondet_tol) for form, kernel in runs]
+            if not all(r["finite"] and (form.preserves_forward is False or r["same_forward"])
+                       for r, (form, _) in zip(on, runs)):
+                return None
+            kind = change_on(other, on).kind
+            return True if kind == "same" else (False if kind == "closer" else None)
+
+        held, tried, against = self._held_on_more_draws(prepared, plan, draw, unchanged_on)
+        evidence["adjoint_change"]["draws"] = {"unchanged": len(held), "tried": tried}
+        if against is not None:
+            return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; {unchanged}; but on another draw AD is "
+                                 "closer to finite differences with this statement rewritten", **evidence)
+        if len(held) < RUNS_PER_FILL:
+            return _inconclusive(Reason.FEW_DRAWS, f"{stays}; {unchanged}; but only {len(held)} of {tried} draws ran "
+                                 f"the flagged statement and could be compared so; a clear needs {RUNS_PER_FILL}",
+                                 draws_tried=tried, **evidence)
+        return self._judge_agreement(prepared, plan, held, evidence, context=(
+            f"{detail}; {unchanged} on {len(held)} draws, and AD carries the derivative from the statement on to the "
+            f"outputs ({adjoint['why']})"), reason=Reason.SAME_AS_SAFE_FORM)
 
     def _adjoint_through(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, rng: np.random.Generator,
                          isolated: bool | None = None) -> dict[str, Any]:
@@ -1270,7 +1400,8 @@ class FileSession:
 
     def _judge_agreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], evidence: dict[str, Any],
                          context: str | None = None, reason: str = Reason.GRADIENT_MATCHES) -> dict[str, Any]:
-        pairs = [p for d in draws for p in d.result.pairs]
+        # Draws held in a setting were compared there, not as written: they have no result of their own.
+        pairs = [p for d in draws if d.result is not None for p in d.result.pairs]
         if context is None and all(p.fd_identically_zero and p.ad_identically_zero for p in pairs):
             return _inconclusive(Reason.ZERO_JACOBIAN, "AD and finite differences are both zero for every pair: "
                                  "nothing was compared", **evidence)
@@ -1406,16 +1537,21 @@ class FileSession:
 
 
 def _bounds(prepared: Prepared) -> dict[str, dict[str, int]]:
-    """What the synthesized inputs make of loop bounds: integer parameters are at most the launch
-    extent, arrays have their dimensions (see :mod:`warp_lint.runtime.synthesis`)."""
-    ints, ndims = {}, {}
-    for name, t in prepared.concrete.items():
-        array = locate.array_type(t)
-        if array is not None:
-            ndims[name] = array.ndim
-        elif t in (int, wp.int32, wp.int64, wp.uint32):
-            ints[name] = LAUNCH_EXTENT
+    """What the synthesized inputs make of loop bounds: integer parameters stay below the bound
+    the synthesis gives them (the launch extent, or the length of the array they index), arrays
+    have their dimensions (see :mod:`warp_lint.runtime.synthesis`)."""
+    ndims = {name: array.ndim for name, t in prepared.concrete.items()
+             if (array := locate.array_type(t)) is not None}
+    uses = prepared.facts.index_uses if prepared.facts is not None else {}
+    ints = {name: index_bound(uses.get(name, ()), ndims) for name, t in prepared.concrete.items()
+            if t in (int, wp.int32, wp.int64, wp.uint32)}
     return {"int_bounds": ints, "array_ndims": ndims}
+
+
+def _draw_record(prepared: Prepared, draw: Draw) -> dict[str, Any]:
+    """A compared draw in a verdict's evidence."""
+    return {"hits": draw.hits[0], "singular": draw.singular if prepared.value_dependent else None,
+            "passed": draw.result.passed, "pairs": [_pair_summary(p) for p in draw.result.pairs]}
 
 
 def _smooth(draw: Draw) -> bool:
