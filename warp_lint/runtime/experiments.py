@@ -875,8 +875,8 @@ class FileSession:
             draw.result = self._compare(draw, nondet_tol)
             evidence["draws_for_a_derivative"] = looked
             failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
-            if failures or all(p.passed for p in draw.result.pairs) and self._derivative_through(
-                    prepared, plan, draw, np.random.default_rng(draw.seed)).get("matters"):
+            if failures or (all(p.passed for p in draw.result.pairs) and self._derivative_through(
+                    prepared, plan, draw, np.random.default_rng(draw.seed)).get("matters")):
                 evidence["draws"].append(_draw_record(prepared, draw))
                 evidence["flagged_statement_hits"] += draw.hits[0]
                 evidence.pop("derivative_through_statement", None)
@@ -948,7 +948,7 @@ class FileSession:
         explained = [p for p in failing if _explains(_counterpart(counterfactual, prepared.safe, p), p)]
         remaining = [p for p in failing if p not in explained]
         if not explained:
-            return self._isolate(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence)
+            return self._isolate(prepared, plan, draw, nondet_tol, detail, evidence)
         evidence["explained_pairs"] = [f"d {p.output} / d {p.input}" for p in explained]
         if remaining:
             evidence["unexplained_pairs"] = [f"d {p.output} / d {p.input}" for p in remaining]
@@ -1043,8 +1043,8 @@ class FileSession:
         return record
 
     # -- isolation: the other flagged statements in their safe forms ---------------------------
-    def _isolate(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
-                 nondet_tol: float, detail: str, evidence: dict[str, Any]) -> dict[str, Any]:
+    def _isolate(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, nondet_tol: float, detail: str,
+                 evidence: dict[str, Any]) -> dict[str, Any]:
         """The disagreement stays with this statement rewritten: another hazard of the kernel may
         cause it. Rewrite every other flagged statement of the kernel into its safe form, with this
         one as it is and rewritten too. A pair that agrees only when this one is rewritten as well
@@ -1052,20 +1052,20 @@ class FileSession:
         disagreement that stays with every flagged statement rewritten comes from elsewhere."""
         stays = (f"{detail}; the disagreement stays when the flagged statement alone is rewritten into its safe "
                  f"form ({prepared.safe.description})")
-        verdict = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail, evidence, stays,
+        verdict = self._isolate_with(prepared, plan, draw, nondet_tol, detail, evidence, stays,
                                      loops=False)
         if verdict["status"] != Status.INCONCLUSIVE:
             return verdict
         # The kernel may also replay dynamic loops (flagged or not): set them aside as well (where
         # this statement's own safe form makes loops static, _own_form_taken says no isolation).
-        with_loops = self._isolate_with(prepared, plan, draws, draw, failing, nondet_tol, detail,
+        with_loops = self._isolate_with(prepared, plan, draw, nondet_tol, detail,
                                         {k: v for k, v in evidence.items() if k != "isolation"}, stays, loops=True)
         if with_loops["status"] != Status.INCONCLUSIVE:
             return with_loops
         if "isolation" in with_loops["evidence"]:
             verdict["evidence"]["isolation_with_static_loops"] = with_loops["evidence"]["isolation"]
         if verdict["reason"] == with_loops["reason"] == Reason.COUNTERFACTUAL_DISAGREES:
-            return self._judge_change(prepared, plan, draws, draw, nondet_tol, detail, verdict, stays)
+            return self._judge_change(prepared, plan, draw, nondet_tol, detail, verdict, stays)
         return verdict
 
     def _aside(self, prepared: Prepared, loops: bool) -> str:
@@ -1076,9 +1076,8 @@ class FileSession:
                                                   ("its dynamic loops made static" if others else
                                                    "the kernel's dynamic loops made static", loops)) if on)
 
-    def _isolate_with(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, failing: list,
-                      nondet_tol: float, detail: str, evidence: dict[str, Any], stays: str,
-                      loops: bool) -> dict[str, Any]:
+    def _isolate_with(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, nondet_tol: float, detail: str,
+                      evidence: dict[str, Any], stays: str, loops: bool) -> dict[str, Any]:
         aside = self._aside(prepared, loops)
         chosen = self._isolation_specs(prepared, loops)
         taken = chosen and self._own_form_taken(prepared, chosen["mine"])
@@ -1242,7 +1241,7 @@ class FileSession:
         return self._rewritten_piece(prepared, name, copy_name, form.source, form.added_params), form, skipped
 
     # -- cleared? --------------------------------------------------------------------------------
-    def _judge_change(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw, nondet_tol: float,
+    def _judge_change(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, nondet_tol: float,
                       detail: str, verdict: dict[str, Any], stays: str) -> dict[str, Any]:
         """Isolation left the disagreement standing. Where it stays with every flagged statement
         rewritten (it comes from elsewhere, at least in part), what rewriting this statement does
