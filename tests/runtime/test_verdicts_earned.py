@@ -71,6 +71,7 @@ CASES = {
     "flip_elsewhere": (EARNED, "rotate_then_flip", "WL102", ["q", "f"], ["f"], {}),
     "transform_value": (EARNED, "posed_points", "WL103", ["p", "q", "v"], ["out"], {}),
     "gated_pose": (EARNED, "gated_pose", "WL103", ["p", "q", "gate"], ["out"], {}),
+    "parameter_component": (EARNED, "clamped_height", "WL103", [], [], {"function_kind": "func"}),
     "first_slice": (EARNED, "overlapping_slices", "WL103", ["arr_x", "arr_y", "arr_z"], ["arr_z"], {}),
     "second_slice": (EARNED, "overlapping_slices", "WL103", ["arr_x", "arr_y", "arr_z"], ["arr_z"], {}),
     "clamped_gap": (EARNED, "clamped_gap", "WL110", ["a", "b"], ["out"], {}),
@@ -596,11 +597,12 @@ def test_a_clear_in_a_setting_rests_on_three_draws_too(verdicts):
 
 
 def test_agreeing_draws_that_pass_nothing_through_the_statement_are_followed_by_more(verdicts):
-    # The gate opens in few threads: the three draws that agree keep it shut, a later one opens it.
+    # The gate opens in few threads: the three draws that agree keep it shut, a later one opens it,
+    # and the clear rests on it and two more of its fill beside them.
     confirmation = verdicts["gated_pose"]
     assert confirmation.status == Status.CLEARED, confirmation.reason
     assert confirmation.evidence["draws_for_a_derivative"] >= 1
-    assert len(confirmation.evidence["draws"]) == 4
+    assert len(confirmation.evidence["draws"]) == 6
     assert confirmation.evidence["derivative_through_statement"]["matters"]
 
 
@@ -622,3 +624,13 @@ def test_a_setting_that_agrees_on_one_draw_is_compared_on_more_and_confirms_wher
     assert isolation["others_safe"]["passed"] is True
     assert isolation["draws"]["agreeing"] < 3 and "another_draw" in isolation
     assert verdicts["second_slice"].status == Status.CONFIRMED, verdicts["second_slice"].reason
+
+
+def test_a_component_write_on_a_vector_parameter_has_the_safe_form_of_a_locals(verdicts):
+    # Values in [0.5, 1.5] clamp the component to zero, where nothing flows through it and AD
+    # agrees; the search for a draw that passes a derivative through it goes on to other fills,
+    # and the clamp lets negative values through.
+    confirmation = verdicts["parameter_component"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    assert "draws_for_a_derivative" in confirmation.evidence
+    assert confirmation.evidence["counterfactual"]["safe_form"] == "the component write on `x` rebuilt as a new value"

@@ -863,27 +863,54 @@ class FileSession:
     def _where_it_matters(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, draws: list[Draw],
                           rng: np.random.Generator, nondet_tol: float, verdict: dict[str, Any]) -> dict[str, Any]:
         """The agreeing draws ran the flagged statement, but at none of them did its value move the
-        outputs (clamped there, or cut off by a branch not taken): more draws of the fill, until
-        one that agrees and moves them (the clear then rests on it beside the others) or one that
-        disagrees (judged as any disagreement). Otherwise ``verdict`` stands."""
+        outputs (clamped there, or passed on by a branch those values do not take): more draws,
+        of the fill first, then of the others (a clamp at zero passes negative values on), until
+        one that agrees and moves them. The clear then rests on three such draws of its fill
+        beside the first ones. A draw that disagrees on the way is judged as any disagreement.
+        Otherwise ``verdict`` stands."""
         evidence = verdict["evidence"]
+        others = [f for f in fills_for(prepared.facts, prepared.value_dependent) if f != chosen.fill]
+
+        def candidates() -> Iterator[Draw]:
+            yield from self._redraws(prepared, plan, chosen, rng, MATTER_REDRAWS)
+            for fill in others:
+                for resample in range(RESAMPLES):
+                    yield self._make_draw(prepared, plan, fill, rng, plan.targetable and resample > 0)
+
+        def compared(draw: Draw) -> bool | None:
+            """False where it disagrees, True where every pair agrees, None otherwise."""
+            draw.result = self._compare(draw, nondet_tol)
+            statuses = {p.status for p in draw.result.pairs}
+            return False if "fail" in statuses else (True if statuses == {"pass"} else None)
+
+        def disagreement(draw: Draw) -> dict[str, Any]:
+            evidence["draws"].append(_draw_record(prepared, draw))
+            evidence["flagged_statement_hits"] += draw.hits[0]
+            failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
+            return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
+
         looked = 0
-        for draw in self._redraws(prepared, plan, chosen, rng, MATTER_REDRAWS):
+        for draw in candidates():
             looked += 1
+            evidence["draws_for_a_derivative"] = looked
             if not (draw.finite and draw.ran):
                 continue
-            draw.result = self._compare(draw, nondet_tol)
-            evidence["draws_for_a_derivative"] = looked
-            failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
-            if failures or (all(p.passed for p in draw.result.pairs) and self._derivative_through(
-                    prepared, plan, draw, np.random.default_rng(draw.seed)).get("matters")):
-                evidence["draws"].append(_draw_record(prepared, draw))
-                evidence["flagged_statement_hits"] += draw.hits[0]
-                evidence.pop("derivative_through_statement", None)
-                if failures:
-                    return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
-                return self._judge_agreement(prepared, plan, [draw, *draws], evidence)
-        evidence["draws_for_a_derivative"] = looked
+            agrees = compared(draw)
+            if agrees is False:
+                return disagreement(draw)
+            if not (agrees and self._derivative_through(prepared, plan, draw,
+                                                        np.random.default_rng(draw.seed)).get("matters")):
+                continue
+            held, _, against = self._held_on_more_draws(prepared, plan, draw, compared)
+            if against is not None:
+                return disagreement(against)
+            if len(held) < RUNS_PER_FILL:
+                continue
+            for extra in held:
+                evidence["draws"].append(_draw_record(prepared, extra))
+                evidence["flagged_statement_hits"] += extra.hits[0]
+            evidence.pop("derivative_through_statement", None)
+            return self._judge_agreement(prepared, plan, [*held, *draws], evidence)
         return verdict
 
     def _held_on_more_draws(self, prepared: Prepared, plan: LaunchPlan, first: Draw,

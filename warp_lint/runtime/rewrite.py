@@ -526,11 +526,12 @@ def _rebuild_component(definition: ast.FunctionDef, block: list[ast.stmt], index
     """WL103: the component write on a local becomes a new value (`v.y = c` ->
     `_wl_e_v = v - v; _wl_e_v.y = c - v.y; v = v + _wl_e_v`), whose adjoint cuts the old
     component. The delta is named after the local: Warp refuses one name for a vector and a
-    matrix (two rewritten locals of a function)."""
+    matrix (two rewritten locals of a function). A vector or matrix parameter is such a local too
+    (Warp passes it by value, and takes a new value for its name); an array parameter is not."""
     target, value = _stored(block[index], "the flagged statement is not a component assignment")
     local = _component_base(target)
-    if local is None or local in context.params:
-        raise NoSafeForm("the flagged statement does not assign a component of a local")
+    if local is None or local in context.array_ndims:
+        raise NoSafeForm("the flagged statement does not assign a component of a local or of a value parameter")
     if isinstance(target, ast.Attribute) and target.attr not in _VECTOR_ATTRIBUTES:
         raise NoSafeForm(f"`.{target.attr}` is not a vector component")
     delta = f"_wl_e_{local}"
