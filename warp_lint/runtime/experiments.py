@@ -807,18 +807,15 @@ class FileSession:
         # where finite differences do not converge (a kink of the function right there) is
         # replaced by another of the same fill.
         if not any(p.status == "fail" for p in chosen.result.pairs):
-            redraws = self._redraws(prepared, plan, chosen, rng)
-            while len([d for d in draws if _smooth(d)]) < RUNS_PER_FILL:
-                draw = next(redraws, None)
-                if draw is None:
-                    break
-                tried += 1
-                if not (draw.finite and draw.ran):
-                    continue
+            def agrees(draw: Draw) -> bool | None:
                 draw.result = self._compare(draw, nondet_tol)
                 draws.append(draw)
                 if any(p.status == "fail" for p in draw.result.pairs):
-                    break
+                    return False
+                return True if _smooth(draw) else None
+
+            _, tried, _ = self._held_on_more_draws(prepared, plan, chosen, agrees, rng,
+                                                   held=[chosen] if _smooth(chosen) else [])
             smooth = [d for d in draws if _smooth(d)]
             if smooth and not any(p.status == "fail" for d in draws for p in d.result.pairs):
                 draws = smooth[:RUNS_PER_FILL]
@@ -914,14 +911,15 @@ class FileSession:
         return verdict
 
     def _held_on_more_draws(self, prepared: Prepared, plan: LaunchPlan, first: Draw,
-                            holds: Callable[[Draw], bool | None]) -> tuple[list[Draw], int, Draw | None]:
-        """A clear drawn from one draw in a setting (the kernel's other hazards set aside, or this
-        statement beside its safe form) rests on as many draws as a plain clear: ``first`` and
-        further draws of its fill that run the flagged statement and on which ``holds`` says True,
-        until RUNS_PER_FILL. Where ``holds`` says None the draw cannot be compared and is skipped;
-        a draw where it says False ends the search, and is returned last. Also: the draws tried."""
-        held, tried = [first], 1
-        redraws = self._redraws(prepared, plan, first, np.random.default_rng(first.seed))
+                            holds: Callable[[Draw], bool | None], rng: np.random.Generator | None = None,
+                            held: list[Draw] | None = None) -> tuple[list[Draw], int, Draw | None]:
+        """A clear rests on RUNS_PER_FILL draws, plain or in a setting (the kernel's other hazards
+        set aside, or this statement beside its safe form): ``held`` (``first`` where not given)
+        and further draws of ``first``'s fill that run the flagged statement and on which ``holds``
+        says True. Where it says None the draw cannot be compared and is skipped; a draw where it
+        says False ends the search, and is returned last. Also: the draws tried, ``first`` one."""
+        held, tried = [first] if held is None else list(held), 1
+        redraws = self._redraws(prepared, plan, first, rng or np.random.default_rng(first.seed))
         while len(held) < RUNS_PER_FILL:
             draw = next(redraws, None)
             if draw is None:
