@@ -875,14 +875,15 @@ class FileSession:
                     yield self._make_draw(prepared, plan, fill, rng, plan.targetable and resample > 0)
 
         def compared(draw: Draw) -> bool | None:
-            """False where it disagrees, True where every pair agrees, None otherwise."""
             draw.result = self._compare(draw, nondet_tol)
-            statuses = {p.status for p in draw.result.pairs}
-            return False if "fail" in statuses else (True if statuses == {"pass"} else None)
+            return _agreement({p.status for p in draw.result.pairs})
 
-        def disagreement(draw: Draw) -> dict[str, Any]:
+        def recorded(draw: Draw) -> None:
             evidence["draws"].append(_draw_record(prepared, draw))
             evidence["flagged_statement_hits"] += draw.hits[0]
+
+        def disagreement(draw: Draw) -> dict[str, Any]:
+            recorded(draw)
             failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
             return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
 
@@ -904,8 +905,7 @@ class FileSession:
             if len(held) < RUNS_PER_FILL:
                 continue
             for extra in held:
-                evidence["draws"].append(_draw_record(prepared, extra))
-                evidence["flagged_statement_hits"] += extra.hits[0]
+                recorded(extra)
             evidence.pop("derivative_through_statement", None)
             return self._judge_agreement(prepared, plan, [*held, *draws], evidence)
         return verdict
@@ -1124,8 +1124,7 @@ class FileSession:
         others_safe = self._counterfactual(others_form, prepared, plan, draw, others_kernel, nondet_tol)
         evidence["isolation"] = {"all_flagged_safe": all_safe, "others_safe": others_safe,
                                  "dynamic_loops_static": loops}
-        usable = all(r["finite"] and (form.preserves_forward is False or r["same_forward"])
-                     for r, form in ((all_safe, all_form), (others_safe, others_form)))
+        usable = _comparable(all_safe, all_form) and _comparable(others_safe, others_form)
         if not usable:
             return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; with {aside} the forward changes or is "
                                  "not finite", **evidence)
@@ -1149,15 +1148,14 @@ class FileSession:
             return confirmed(draw, mine, detail)
         if others_safe.get("passed"):
             # This statement as written, everything else set aside: AD matches FD.
-            in_setting: dict[int, dict[str, Any]] = {}
+            in_setting: list[dict[str, Any]] = []  # the records of the draws compared there, in order
 
             def agrees(other: Draw) -> bool | None:
-                record = in_setting[id(other)] = self._counterfactual(others_form, prepared, plan, other,
-                                                                      others_kernel, nondet_tol)
-                if not record["finite"] or (others_form.preserves_forward is not False and not record["same_forward"]):
+                record = self._counterfactual(others_form, prepared, plan, other, others_kernel, nondet_tol)
+                in_setting.append(record)
+                if not _comparable(record, others_form):
                     return None
-                statuses = {p["status"] for p in record["pairs"]}
-                return False if "fail" in statuses else (True if statuses == {"pass"} else None)
+                return _agreement({p["status"] for p in record["pairs"]})
 
             held, tried, against = self._held_on_more_draws(prepared, plan, draw, agrees)
             evidence["isolation"]["draws"] = {"agreeing": len(held), "tried": tried}
@@ -1168,10 +1166,9 @@ class FileSession:
                 # rewriting it too removes that is the confirmation the first draw could not give.
                 against.result = self._compare(against, nondet_tol)
                 every_there = self._counterfactual(all_form, prepared, plan, against, all_kernel, nondet_tol)
-                evidence["isolation"]["another_draw"] = {"all_flagged_safe": every_there,
-                                                         "others_safe": in_setting[id(against)]}
-                mine = mine_on(against, every_there, in_setting[id(against)]) if every_there["finite"] and (
-                    all_form.preserves_forward is False or every_there["same_forward"]) else []
+                others_there = in_setting[-1]  # the draw that ended the search was compared last
+                evidence["isolation"]["another_draw"] = {"all_flagged_safe": every_there, "others_safe": others_there}
+                mine = mine_on(against, every_there, others_there) if _comparable(every_there, all_form) else []
                 if mine:
                     worst = max(mine, key=lambda p: p.max_abs_error if np.isfinite(p.max_abs_error) else np.inf)
                     evidence["worst_pair"] = worst.to_dict()
@@ -1328,8 +1325,7 @@ class FileSession:
         def unchanged_on(other: Draw) -> bool | None:
             other.result = self._compare(other, nondet_tol)
             on = [self._counterfactual(form, prepared, plan, other, kernel, nondet_tol) for form, kernel in runs]
-            if not all(r["finite"] and (form.preserves_forward is False or r["same_forward"])
-                       for r, (form, _) in zip(on, runs)):
+            if not all(_comparable(r, form) for r, (form, _) in zip(on, runs)):
                 return None
             kind = change_on(other, on).kind
             return True if kind == "same" else (False if kind == "closer" else None)
@@ -1576,6 +1572,18 @@ def _draw_record(prepared: Prepared, draw: Draw) -> dict[str, Any]:
     """A compared draw in a verdict's evidence."""
     return {"hits": draw.hits[0], "singular": draw.singular if prepared.value_dependent else None,
             "passed": draw.result.passed, "pairs": [_pair_summary(p) for p in draw.result.pairs]}
+
+
+def _comparable(record: dict[str, Any], form: rewrite.SafeForm) -> bool:
+    """Whether a rewritten kernel's run (``_counterfactual``'s record) can stand beside the
+    original's: a finite forward, the same values where the rewrite preserves them."""
+    return record["finite"] and (not form.preserves_forward or record["same_forward"])
+
+
+def _agreement(statuses: set[str]) -> bool | None:
+    """A compared draw's pair statuses: False where a pair disagrees, True where every pair agrees,
+    None where some could not be judged (finite differences not converged, not finite)."""
+    return False if "fail" in statuses else (True if statuses == {"pass"} else None)
 
 
 def _smooth(draw: Draw) -> bool:
