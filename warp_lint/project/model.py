@@ -30,15 +30,25 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import re
 from typing import Callable, Iterable, Iterator
 
 from warp_lint.host import AUTOGRAD_CHECKS, LAUNCH_FUNCTIONS, TAPE_CLASSES, HostScope, Location, looks_like_tape
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefinition
 from warp_lint.project.recordings import Recorder
-from warp_lint.project.summary import MODULE_SCOPE, AssignOp, CallOp, FileSummary, FunctionSummary, WithOp
+from warp_lint.project.summary import (
+    MODULE_SCOPE,
+    AssignOp,
+    CallOp,
+    FileSummary,
+    FunctionSummary,
+    ReturnOp,
+    WithOp,
+)
 
 DIFFERENTIATED, FORWARD_ONLY, UNKNOWN = "differentiated", "forward-only", "unknown"
+MAX_FACTORY_DEPTH = 4  # factories that return another factory's result, followed this deep
 
 
 @dataclasses.dataclass(frozen=True)
@@ -458,11 +468,15 @@ class ProjectModel:
 
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
-        known = [(caller, self.context_of(definition)) for caller, definition in callers]
+        made = self._made_callers(func, definition.summary.name)
+        known = [(caller, self.context_of(definition)) for caller, definition in callers + (made or [])]
         for caller, context in known:
             if context.state == DIFFERENTIATED:
                 return DifferentiationContext(DIFFERENTIATED, f"`{caller.qualname}` calls it, {context.reason}",
                                               context.reach)
+        if made is None:
+            return DifferentiationContext(UNKNOWN, "the factory that makes it hands it on in a way not followed"
+                                                   " (an argument, a stored or unpacked result)")
         if known and all(context.state == FORWARD_ONLY for _, context in known):
             names = ", ".join(f"`{c.qualname}`" for c, _ in known[:3]) + (" ..." if len(known) > 3 else "")
             return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names})")
@@ -480,6 +494,199 @@ class ProjectModel:
             if self.index.resolve(definition.symbol.path, scope, code) == func:
                 found.append((definition.symbol, definition))
         return found
+
+    def _made_callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The kernels and funcs that call a func a factory makes, through what the factory returns:
+        `shade = make_shade(config)` in a function whose kernels call `shade(...)`, or `solve =
+        make_solver()` whose kernels call `wp.static(solve.core)(...)` after the factory set
+        `solve.core = solve_core` (newton makes its collision and rendering code this way). []
+        for a func defined at module level or used only by the other definitions of its factory;
+        None when it leaves its factory, or a caller holds the result, in a way not followed (an
+        argument of a call, an alias, a closure of a host function)."""
+        enclosing, separator, _ = func.qualname.rpartition(".<locals>.")
+        info = self.index.info_of(func)
+        summary = self.index.summary(info) if separator and info is not None else None
+        if summary is None:
+            return [] if not separator else None
+        factory = summary.functions.get(enclosing)
+        exports = _exports(factory, name) if factory is not None else None
+        closures = [other for qualname, other in summary.functions.items()
+                    if qualname.startswith(enclosing + ".<locals>.") and name in other.words]
+        if exports is None or any(_exports(closure, name) != [] for closure in closures):
+            return None  # a host function nested in the factory hands it on too
+        found: list[tuple[Symbol, WarpDefinition]] = []
+        for position, attribute in exports:
+            callers = self._holders_callers(Symbol("function", func.module, enclosing, func.path), position,
+                                            attribute, depth=0)
+            if callers is None:
+                return None
+            found += [c for c in callers if all(c[0] != f[0] for f in found)]
+        return found
+
+    def _holders_callers(self, factory: Symbol, position: int | None, attribute: str,
+                         depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The Warp definitions that call element ``position`` (None: the whole result) of what
+        ``factory`` returns, then ``attribute`` of it, wherever the project calls the factory."""
+        if depth > MAX_FACTORY_DEPTH:
+            return None
+        name = factory.qualname.rsplit(".", 1)[-1]
+        # `wp.static(make_manifold(...))(...)` in a kernel or func: it calls what the factory makes
+        found = [(definition.symbol, definition) for definition, code in self._calls_by_name.get(name, ())
+                 if self.index.resolve(definition.symbol.path, _scope_of(definition.summary), code) == factory]
+        for info, function, call in self._host_calls.get(name, ()):
+            if self.index.resolve(info.path, function.qualname, call.func) != factory:
+                continue
+            if call.role == "return" and any(op.__class__ is ReturnOp and op.value is not None
+                                             and op.value.call == call.index for op in function.ops):
+                # `return make_shade(config)`: the caller is a factory of the same thing
+                callers = self._holders_callers(_function_symbol(info, function), position, attribute, depth + 1)
+            else:
+                holder = _holder(function, call, position, attribute)
+                callers = self._holder_users(info, function, holder, depth) if holder else [] if holder == "" else None
+            if callers is None:
+                return None
+            found += callers
+        return found
+
+    def _holder_users(self, info: ModuleInfo, function: FunctionSummary, code: str,
+                      depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The Warp definitions that call ``code`` (`shade`, `solve.core`), where its head is a
+        local of ``function`` (or a global of its module): the definitions nested in it, and
+        wherever the value is passed on as an argument of a project function or returned.
+        None when it goes where this does not follow (an alias, a container, a method)."""
+        head = _head(code)
+        summary = self.index.summary(info)
+        if summary is None or depth > MAX_FACTORY_DEPTH:
+            return None
+        if function.qualname == MODULE_SCOPE:
+            return self._global_holder_users(info, summary, code, depth)
+        nested = function.qualname + ".<locals>."
+        found = [(d.symbol, d) for d in self.definitions_in(info)
+                 if d.symbol.qualname.startswith(nested) and code in _called_codes(d)]
+        closures = [other for qualname, other in summary.functions.items()
+                    if qualname.startswith(nested) and head in other.words and head not in other.local_names]
+        for scope in [function, *closures]:
+            passed = self._passed_on(info, scope, code, depth)
+            if passed is None:
+                return None
+            found += passed
+        return found
+
+    def _global_holder_users(self, info: ModuleInfo, summary: FileSummary, code: str,
+                             depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """``_holder_users`` for a module-level name: the Warp definitions of any file that call it."""
+        head = _head(code)
+        rest = code[len(head):]
+        symbol = self.index.resolve(info.path, MODULE_SCOPE, head)
+        if symbol is None or symbol.kind != "value" or symbol.path != info.path:
+            return None
+        found = []
+        for definition, called in self._calls_by_name.get(code.rsplit(".", 1)[-1], ()):
+            called = called.replace(" ", "")
+            if called.endswith(rest) and self.index.resolve(
+                    definition.symbol.path, _scope_of(definition.summary), called[:len(called) - len(rest)]) == symbol:
+                found.append((definition.symbol, definition))
+        for other_info, other, call in self._host_calls_passing(head):
+            if other_info.path == info.path and other.qualname == MODULE_SCOPE:
+                continue  # the module's own statements: followed below
+            for argument in call.args:
+                chain = argument.value.code.replace(" ", "")
+                if head in argument.value.names and (not argument.value.plain or self.index.resolve(
+                        other_info.path, other.qualname, chain.split("[", 1)[0]) in (symbol, None)):
+                    return None  # another function passes it on: not followed
+        passed = self._passed_on(info, summary.functions[MODULE_SCOPE], code, depth)
+        return None if passed is None else found + passed
+
+    def _passed_on(self, info: ModuleInfo, scope: FunctionSummary, code: str,
+                   depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The Warp definitions that call ``code`` after ``scope``'s own statements hand it on: as
+        an argument of a project function (its parameter's users), or as what ``scope`` returns
+        (the callers of ``scope`` as a factory). None when it is handed on any other way."""
+        head = _head(code)
+        found: list[tuple[Symbol, WarpDefinition]] = []
+        for op in scope.ops:
+            kind = op.__class__
+            if kind is CallOp:
+                positional = -1
+                for argument in op.args:
+                    positional += argument.keyword is None
+                    carried = _carried_in_display(argument.value, head, code)
+                    if carried is None:
+                        continue
+                    if any(a.value.star for a in op.args):
+                        return None
+                    callee = self.index.resolve(info.path, scope.qualname, op.func) if op.dotted else None
+                    target = self.index.function(callee) if callee is not None and callee.kind == "function" else None
+                    if carried == UNFOLLOWED or target is None or target.owner is not None or argument.value.star:
+                        return None
+                    param = next((p for p in target.params if p.name == argument.keyword), None) \
+                        if argument.keyword else (target.params[positional] if positional < len(target.params)
+                                                  else None)
+                    callee_info = self.index.info_of(callee)
+                    if param is None or param.kind in ("vararg", "varkw") or callee_info is None:
+                        return None
+                    users = self._holder_users(callee_info, target, param.name + carried, depth + 1)
+                    if users is None:
+                        return None
+                    found += users
+            elif kind is AssignOp and len(op.pairs) > 1 and op.value is not None and op.value.plain \
+                    and all(value is not None and value.code == op.value.code for _, value in op.pairs):
+                carried = _carried(op.value, head, code)  # `first, second = pair`
+                if carried is None:
+                    continue
+                element = _ELEMENT.match(carried)
+                if element is None or int(element[1]) >= len(op.pairs) or not _is_name(op.pairs[int(element[1])][0]):
+                    return None
+                users = self._holder_users(info, scope, op.pairs[int(element[1])][0] + carried[element.end():],
+                                           depth + 1)
+                if users is None:
+                    return None
+                found += users
+            elif kind is AssignOp:
+                for target, value in op.pairs:
+                    carried = _carried(value, head, code) if value is not None and "(" not in value.code else None
+                    if carried is None:
+                        continue
+                    if carried == UNFOLLOWED or not _is_name(target) or op.augmented:
+                        return None  # a container, an attribute of something else: not followed
+                    users = self._holder_users(info, scope, target + carried, depth + 1)  # an alias
+                    if users is None:
+                        return None
+                    found += users
+            elif kind is ReturnOp and op.value is not None:
+                values = [op.value] if op.value.elements is None else list(op.value.elements)
+                for position, value in enumerate(values):
+                    if "(" in value.code:
+                        continue  # what a call returns: its arguments are followed above
+                    carried = _carried(value, head, code)
+                    if carried == UNFOLLOWED:
+                        return None
+                    if carried is not None:
+                        users = self._holders_callers(_function_symbol(info, scope),
+                                                      None if op.value.elements is None else position, carried,
+                                                      depth + 1)
+                        if users is None:
+                            return None
+                        found += users
+        return found
+
+    def _host_calls_passing(self, name: str) -> Iterator[tuple[ModuleInfo, FunctionSummary, CallOp]]:
+        for calls in self._host_calls.values():
+            for info, function, call in calls:
+                if any(name in argument.value.names for argument in call.args):
+                    yield info, function, call
+
+    @functools.cached_property
+    def _host_calls(self) -> dict[str, list[tuple[ModuleInfo, FunctionSummary, CallOp]]]:
+        """A called name (its last part) -> the host calls of it: (file, function, call)."""
+        calls: dict[str, list[tuple[ModuleInfo, FunctionSummary, CallOp]]] = {}
+        for info in self._warp_files():
+            summary = self.index.summary(info)
+            for function in (summary.functions.values() if summary is not None else ()):
+                for op in function.ops:
+                    if op.__class__ is CallOp and op.dotted:
+                        calls.setdefault(op.func.rsplit(".", 1)[-1], []).append((info, function, op))
+        return calls
 
     @functools.cached_property
     def _calls_by_name(self) -> dict[str, list[tuple[WarpDefinition, str]]]:
@@ -687,6 +894,112 @@ def _may_reach_a_tape(words: frozenset[str]) -> bool:
 
 def _class_name(function: FunctionSummary) -> str | None:
     return function.owner.rsplit(".", 1)[-1] if function.owner else None
+
+
+def _exports(factory: FunctionSummary, name: str) -> list[tuple[int | None, str]] | None:
+    """How the local definition ``name`` leaves ``factory``: (its position in the returned tuple, or
+    None for the whole result; "" or the attribute it is set as on a returned local, ".core").
+    None when it also leaves another way: passed to a call, stored, aliased, returned in a dict."""
+    returned: dict[str, int | None] = {}
+    for op in factory.ops:
+        if op.__class__ is ReturnOp and op.value is not None:
+            if _is_name(op.value.code):
+                returned[op.value.code] = None
+            for position, element in enumerate(op.value.elements or ()):
+                if _is_name(element.code):
+                    returned[element.code] = position
+    exports = [(returned[name], "")] if name in returned else []
+    for op in factory.ops:
+        kind = op.__class__
+        if kind is AssignOp:
+            for target, value in op.pairs:
+                if value is None or name not in value.names:
+                    continue
+                head, _, attribute = target.partition(".")
+                if value.code != name or not _is_name(attribute) or head not in returned:
+                    return None
+                exports.append((returned[head], "." + attribute))
+        elif kind is CallOp and any(name in argument.value.names for argument in op.args):
+            return None
+        elif kind is ReturnOp and op.value is not None and name in op.value.names and name not in returned:
+            return None
+    return exports
+
+
+def _carried_in_display(value, head: str, code: str) -> str | None:
+    """``_carried``, where a tuple display carries ``code`` as an element: `(a, b)` carries `b` as "[1]"."""
+    if value.elements is None or value.star:
+        return _carried(value, head, code)
+    for position, element in enumerate(value.elements):
+        carried = _carried(element, head, code)
+        if carried is not None:
+            return carried if carried == UNFOLLOWED else f"[{position}]{carried}"
+    return None if head not in value.names else UNFOLLOWED
+
+
+def _holder(function: FunctionSummary, call: CallOp, position: int | None, attribute: str) -> str | None:
+    """The code that holds element ``position`` of ``call``'s result, then ``attribute`` of it:
+    `shade` of `shade = make()`, `solve.core` of `solve = make()`, `gjk` of `gjk = make().core`.
+    "" when the result is assigned but never keeps that part; None when it is used another way."""
+    if call.role == "assign":
+        if call.target is not None:  # one plain target holds the whole result
+            if not _is_name(call.target):
+                return None
+            return call.target + ("" if position is None else f"[{position}]") + attribute
+        if position is None:
+            return None
+        for op in function.ops:
+            if op.__class__ is AssignOp and op.value is not None and op.value.call == call.index:
+                pairs = op.pairs
+                return pairs[position][0] + attribute if position < len(pairs) and _is_name(pairs[position][0]) \
+                    else None
+        return None
+    for op in function.ops:  # `gjk = make().core`: an attribute of the result
+        if op.__class__ is AssignOp and op.stmt == call.stmt and len(op.pairs) == 1 and position is None:
+            target, value = op.pairs[0]
+            kept = value.code.rsplit(")", 1)[-1] if value is not None else ""
+            if _is_name(target) and kept.startswith(".") and _is_name(kept[1:]):
+                if attribute == kept or attribute.startswith(kept + "."):
+                    return target + attribute[len(kept):]
+                return ""
+    return None
+
+
+def _called_codes(definition: WarpDefinition) -> set[str]:
+    return {code.replace(" ", "") for code in definition.summary.calls_in_body}
+
+
+def _function_symbol(info: ModuleInfo, function: FunctionSummary) -> Symbol:
+    return Symbol("function", info.name, function.qualname, info.path)
+
+
+_ELEMENT = re.compile(r"\[(\d+)\]")
+_HEAD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+UNFOLLOWED = "?"  # what ``_carried`` says of an expression that mentions a holder in a way not followed
+
+
+def _carried(value, head: str, code: str) -> str | None:
+    """Whether the expression ``value`` carries ``code`` (`solve.core`, whose head is ``head``):
+    None when it does not (it does not mention ``head``, or it is another attribute of it); else
+    the part of ``code`` still to follow past it ("" or ".core"); ``UNFOLLOWED`` when it mentions
+    ``head`` another way (inside a call, a container, a subscript)."""
+    if head not in value.names:
+        return None
+    chain = value.code.replace(" ", "")
+    if not value.plain or "[" in chain or not (chain == head or chain.startswith(head + ".")):
+        return UNFOLLOWED
+    if code == chain or code.startswith((chain + ".", chain + "[")):
+        return code[len(chain):]
+    return None
+
+
+def _head(code: str) -> str:
+    """The name a holder's code starts with: `solve` of `solve.core`, `funcs` of `funcs[0]`."""
+    return _HEAD.match(code)[0]
+
+
+def _is_name(code: str) -> bool:
+    return code.isidentifier()
 
 
 def _scope_of(function: FunctionSummary) -> str:

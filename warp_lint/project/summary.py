@@ -24,7 +24,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 2
+SUMMARY_VERSION = 3
 
 MODULE_SCOPE = "<module>"
 NOT_LITERAL = "\0not-literal"
@@ -716,6 +716,13 @@ class _Builder:
                 if not guarded or target.id not in self.values:
                     self.values[target.id] = ModuleValue(target.id, _OpScanner.value_of(self, value),
                                                          callee, qualified_call, _literal(value), statement.lineno)
+            elif isinstance(target, (ast.Tuple, ast.List)):
+                # `first, second = make_pair()`: each name holds a part of a value nothing here reads
+                whole = Value(self.code(value), False)
+                for element in target.elts:
+                    if isinstance(element, ast.Name) and (not guarded or element.id not in self.values):
+                        self.values[element.id] = ModuleValue(element.id, whole, None, None, NOT_LITERAL,
+                                                              statement.lineno)
 
     def _module_call(self, call: ast.Call, guarded: bool) -> None:
         if self.qualify(call.func) != "warp.set_module_options" or not call.args:
@@ -816,8 +823,8 @@ class _Builder:
 
     def _body_calls(self, node) -> tuple[str, ...]:
         """What a Warp definition's body calls, read from its text (its callees, over-approximated)."""
-        text = "".join(self.text.lines[node.lineno:node.end_lineno or node.lineno])
-        return tuple(dict.fromkeys(_CALLED.findall(text)))
+        text = _COMMENT.sub("", "".join(self.text.lines[node.lineno:node.end_lineno or node.lineno]))
+        return tuple(dict.fromkeys(_CALLED.findall(text) + _STATIC_CALLED.findall(text)))
 
     def _class(self, node: ast.ClassDef, prefix: str) -> None:
         qualname = f"{prefix}{node.name}"
@@ -1070,6 +1077,10 @@ class _OpScanner:
 
 
 _CALLED = re.compile(r"(?<![A-Za-z_])([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*\(")
+# a comment ending in a full stop must not join the call on the next line to its last word
+_COMMENT = re.compile(r"#[^\n]*")
+# `wp.static(solve.portal_core)(...)`: the function a kernel picks at build time, then calls
+_STATIC_CALLED = re.compile(r"static\s*\(\s*([A-Za-z_][A-Za-z_0-9]*(?:\s*\.\s*[A-Za-z_][A-Za-z_0-9]*)*)\s*\)\s*\(")
 
 _AUGMENTED = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=", ast.Mod: "%=",
               ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=", ast.BitXor: "^=", ast.LShift: "<<=",

@@ -1,0 +1,264 @@
+"""Funcs that factories make: whether a kernel that differentiates them calls them.
+
+newton builds its collision and rendering code this way (`solve = create_solve_mpr(...)`, then
+`wp.static(solve.portal_core)(...)` in a kernel with `enable_backward=False`). A finding in such a
+func is a claim about a gradient; it stands only where a kernel whose backward runs calls the
+func, so the project model follows the factory's result to the kernels that call it. Where it
+cannot follow the result, the func's context stays unknown and the finding is reported.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from warp_lint import runner
+from warp_lint.engine import FileSettings
+from warp_lint.registry import all_rules
+
+FACTORY = """
+import warp as wp
+
+def make_scale(factor: float):
+    @wp.func
+    def scale_in_place(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * factor
+
+    return scale_in_place
+"""
+
+# One factory per way of handing the func on: the findings of each sit on a line of its own.
+FACTORIES = """
+import warp as wp
+
+def make_scale(factor: float):
+    @wp.func
+    def scale_in_place(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * factor
+
+    return scale_in_place
+
+
+def make_solver():
+    @wp.func
+    def solve_core(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * 3.0
+
+    @wp.func
+    def solve(a: wp.array(dtype=float), i: int) -> float:
+        return a[i]
+
+    solve.core = solve_core
+    return solve
+
+
+def make_pair():
+    @wp.func
+    def first(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * 5.0
+
+    @wp.func
+    def second(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] + 1.0
+
+    return first, second
+"""
+
+
+def _settings(report_forward_only: bool):
+    def settings_for(path: Path) -> FileSettings:
+        return dataclasses.replace(FileSettings(tuple(all_rules()), ""), report_forward_only=report_forward_only)
+    return settings_for
+
+
+def _findings(tmp_path: Path, files: dict[str, str], report_forward_only: bool = False):
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'sim'\n")
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    results, _ = runner.lint_files([tmp_path / "factories.py"], _settings(report_forward_only))
+    return [f for f in results[0].findings if f.code.startswith("WL1")]
+
+
+def _contexts(tmp_path: Path, files: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """The scale func's finding, by the func it is in: (context, why)."""
+    return {f.data["kernel"]: (f.data["context"], f.data["context_reason"])
+            for f in _findings(tmp_path, files, report_forward_only=True)}
+
+
+DISABLED_CALLER = """
+import warp as wp
+from factories import make_scale
+
+def build():
+    scale = make_scale(2.0)
+
+    @wp.kernel(enable_backward=False)
+    def scale_all(a: wp.array(dtype=float)):
+        scale(a, wp.tid())
+
+    return scale_all
+"""
+
+RECORDED_CALLER = """
+import warp as wp
+from factories import make_scale
+
+scale = make_scale(2.0)
+
+@wp.kernel
+def scale_all(a: wp.array(dtype=float)):
+    scale(a, wp.tid())
+
+def run(a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale_all, 3, inputs=[a])
+    tape.backward(loss)
+"""
+
+
+def test_a_made_func_called_only_by_kernels_without_backward_is_not_reported(tmp_path):
+    files = {"factories.py": FACTORY, "sim.py": DISABLED_CALLER}
+    assert _findings(tmp_path, files) == []
+    state, why = _contexts(tmp_path, files)["scale_in_place"]
+    assert state == "forward-only" and "build.<locals>.scale_all" in why
+
+
+def test_a_made_func_a_recorded_kernel_calls_is_differentiated(tmp_path):
+    """The holder is a module global here: the kernel that calls it is recorded on a tape."""
+    state, why = _contexts(tmp_path, {"factories.py": FACTORY, "sim.py": RECORDED_CALLER})["scale_in_place"]
+    assert state == "differentiated" and "recorded on `tape`" in why
+
+
+def test_an_attribute_the_factory_sets_and_a_kernel_picks_with_wp_static(tmp_path):
+    caller = """
+import warp as wp
+from factories import make_solver
+
+def build():
+    solver = make_solver()
+
+    @wp.kernel(enable_backward=False)
+    def solve_all(a: wp.array(dtype=float)):
+        wp.static(solver.core)(a, wp.tid())
+
+    return solve_all
+"""
+    contexts = _contexts(tmp_path, {"factories.py": FACTORIES, "sim.py": caller})
+    assert contexts["solve_core"][0] == "forward-only"
+
+
+def test_a_result_unpacked_and_passed_to_another_factory_is_followed(tmp_path):
+    """`first, second = make_pair()`, then `second` handed to a factory whose kernel calls it:
+    `first` reaches a recorded kernel, `second` only one without backward."""
+    caller = """
+import warp as wp
+from factories import make_pair
+
+def make_kernel(step):
+    @wp.kernel(enable_backward=False)
+    def step_all(a: wp.array(dtype=float)):
+        step(a, wp.tid())
+
+    return step_all
+
+first, second = make_pair()
+second_kernel = make_kernel(second)
+
+@wp.kernel
+def first_all(a: wp.array(dtype=float)):
+    first(a, wp.tid())
+
+def run(a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(first_all, 3, inputs=[a])
+    tape.backward(loss)
+"""
+    contexts = _contexts(tmp_path, {"factories.py": FACTORIES, "sim.py": caller})
+    assert contexts["first"][0] == "differentiated"
+    assert contexts["second"][0] == "forward-only"
+
+
+def test_a_factory_called_inside_a_kernel_body_is_a_call_of_what_it_makes(tmp_path):
+    """`wp.static(make_scale(2.0))(...)` runs the factory when Warp builds the kernel."""
+    caller = """
+import warp as wp
+from factories import make_scale
+
+@wp.kernel
+def scale_all(a: wp.array(dtype=float)):
+    wp.static(make_scale(2.0))(a, wp.tid())
+
+def run(a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale_all, 3, inputs=[a])
+    tape.backward(loss)
+"""
+    state, why = _contexts(tmp_path, {"factories.py": FACTORY, "sim.py": caller})["scale_in_place"]
+    assert state == "differentiated" and "`scale_all` calls it" in why
+
+
+@pytest.mark.parametrize("holder", [
+    "    self.scale = make_scale(2.0)",  # stored on an object: any method could hand it on
+    "    scale = make_scale(2.0)\n    REGISTRY.append(scale)",  # passed to something not followed
+    "    scale = make_scale(2.0)\n    table = {'scale': scale}",  # put in a container
+])
+def test_a_result_handed_on_where_the_model_does_not_follow_stays_unknown(tmp_path, holder):
+    caller = f"""
+import warp as wp
+from factories import make_scale
+
+REGISTRY = []
+
+def build(self):
+{holder}
+
+    @wp.kernel(enable_backward=False)
+    def scale_all(a: wp.array(dtype=float)):
+        scale(a, wp.tid())
+
+    return scale_all
+"""
+    files = {"factories.py": FACTORY, "sim.py": caller}
+    assert [f.data["context"] for f in _findings(tmp_path, files)] == ["unknown"]
+
+
+def test_a_made_func_nothing_calls_stays_unknown(tmp_path):
+    """A user of the library may call the factory from a kernel of their own."""
+    caller = """
+from factories import make_scale
+
+scale = make_scale(2.0)
+"""
+    files = {"factories.py": FACTORY, "sim.py": caller}
+    assert [(f.data["context"], f.data["context_reason"]) for f in _findings(tmp_path, files)] == [
+        ("unknown", "no kernel of the project calls it")]
+
+
+def test_a_func_a_nested_host_function_hands_on_stays_unknown(tmp_path):
+    factory = """
+import warp as wp
+
+def make_scale(factor: float):
+    @wp.func
+    def scale_in_place(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * factor
+
+    def register(table):
+        table.append(scale_in_place)
+
+    return register
+"""
+    caller = """
+from factories import make_scale
+
+register = make_scale(2.0)
+"""
+    files = {"factories.py": factory, "sim.py": caller}
+    assert [(f.data["context"], f.data["context_reason"]) for f in _findings(tmp_path, files)] == [
+        ("unknown", "the factory that makes it hands it on in a way not followed (an argument, a stored or"
+                    " unpacked result)")]
