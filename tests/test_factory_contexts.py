@@ -30,16 +30,7 @@ def make_scale(factor: float):
 """
 
 # One factory per way of handing the func on: the findings of each sit on a line of its own.
-FACTORIES = """
-import warp as wp
-
-def make_scale(factor: float):
-    @wp.func
-    def scale_in_place(a: wp.array(dtype=float), i: int):
-        a[i] = a[i] * factor
-
-    return scale_in_place
-
+FACTORIES = FACTORY + """
 
 def make_solver():
     @wp.func
