@@ -61,6 +61,7 @@ CASES = {
     "neighbour_overwrite": (EARNED, "neighbour_then_scale", "WL102", ["a"], ["a", "out"], {}),
     "some_neighbours_overwrite": (EARNED, "neighbour_then_scale_some", "WL102", ["a", "mode"], ["a", "out"], {}),
     "zero_in_first_thread": (EARNED, "cleared_then_squared", "WL102", ["a"], ["a", "out"], {}),
+    "gated_square": (EARNED, "square_where_gated", "WL102", ["x", "mode"], ["x"], {}),
     "first_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
     "second_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
     "packed_mesh": (EARNED, "hull_extent", "WL104", [], [], {"function_kind": "func"}),
@@ -370,6 +371,18 @@ def test_a_disagreement_that_needs_threads_sharing_elements_is_not_a_confirmatio
         assert reason(confirmation) == Reason.CROSS_THREAD
         assert confirmation.evidence["one_thread"]["launch_dim"] == [1]
         assert confirmation.evidence["counterfactual"]["passed"] is True  # the multi-thread safe form agreed
+
+
+def test_a_one_thread_draw_that_disagrees_confirms_on_its_own_evidence(verdicts):
+    """The first thread's gate is closed (a linear write, AD right); a one-thread draw of its own
+    opens it, disagrees, and the store into a new array removes the disagreement there."""
+    confirmation = verdicts["gated_square"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    tried = confirmation.evidence["one_thread"]["tried"]
+    assert tried[0]["inputs"] == "the first thread of the same draw"
+    assert tried[0]["checked"] == "AD matches finite differences"
+    assert tried[-1]["checked"].startswith("another one-thread draw disagrees")
+    assert tried[-1]["counterfactual"]["passed"] is True
 
 
 def test_one_thread_comparing_zeros_leaves_a_confirmation_standing(verdicts):

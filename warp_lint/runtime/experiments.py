@@ -78,6 +78,8 @@ CLOSE_RESAMPLES = 4  # ... times this for a fill at a tiny literal's scale
 EXPLORATION_DRAWS = 48
 # One-thread draws tried, after the first thread of the confirming draw, to check a confirmation.
 ONE_THREAD_REDRAWS = 3
+# ... and after one of them agrees, for one that disagrees with one thread too (judged on its own).
+ONE_THREAD_CONFIRM_DRAWS = 6
 # Draws tried, after agreeing ones at which the flagged statement's value moves no output, for one
 # at which it does (a clamp or a branch that other values leave).
 MATTER_REDRAWS = 6
@@ -992,8 +994,10 @@ class FileSession:
         finding. The first thread of the same draw is tried, then one-thread draws of their own
         (the threads of real data are each such a draw), until one runs the flagged statement
         (reaching its singular point, for a value-dependent rule) and moves the outputs that
-        disagreed. Where AD then matches finite differences, the verdict is inconclusive;
-        otherwise it stands."""
+        disagreed. Where AD then matches finite differences, more one-thread draws are tried: one
+        where AD disagrees with one thread too, and the statement's safe form removes that
+        disagreement on the same inputs, confirms on its own evidence. Without one the verdict is
+        inconclusive; where no one-thread run could be compared, it stands."""
         if all(extent == 1 for extent in plan.dim) or "cover" not in prepared.kernels:
             return verdict
         one = tuple(1 for _ in plan.dim)
@@ -1001,14 +1005,17 @@ class FileSession:
         disagreed = {(p.input, p.output) for p in draw.result.pairs if p.status == "fail"}
         record: dict[str, Any] = {"launch_dim": list(one), "tried": []}
         verdict["evidence"]["one_thread"] = record
+        agreed: dict[str, Any] | None = None
 
         def candidates() -> Iterator[tuple[str, Draw | None]]:
             launch = LaunchUnderTest(prepared.kernels["orig"], one, draw.args, device=self.device)
             first = Draw(draw.fill, draw.args, launch, draw.inputs, draw.outputs, draw.in_place, seed=draw.seed)
             first.hits = self._run_instrumented(prepared, one_plan, first)[0]
             yield "the first thread of the same draw", first
-            for attempt in range(ONE_THREAD_REDRAWS):
+            attempt = 0
+            while attempt < ONE_THREAD_REDRAWS + (ONE_THREAD_CONFIRM_DRAWS if agreed is not None else 0):
                 redrawn, _ = self._search_inputs(prepared, one_plan, np.random.default_rng(draw.seed + attempt))
+                attempt += 1
                 yield "a one-thread draw of its own", redrawn
 
         for label, single in candidates():
@@ -1021,15 +1028,29 @@ class FileSession:
             result = self._compare(single, nondet_tol)
             tried.update(flagged_statement_hits=single.hits[rewrite.HITS_RAN],
                          pairs=[_pair_summary(p) for p in result.pairs])
-            if any(p.status == "fail" for p in result.pairs):
+            failing = [p for p in result.pairs if p.status == "fail"]
+            if failing and agreed is None:
                 record["checked"] = tried["checked"] = "the disagreement is there with one thread alone"
                 return verdict
+            if failing:
+                if self._safe_form_explains(prepared, one_plan, single, failing, nondet_tol, tried):
+                    record["checked"] = tried["checked"] = (
+                        "another one-thread draw disagrees, and the safe form removes that disagreement on its "
+                        "inputs")
+                    verdict["detail"] += ("; with one thread alone, one draw agrees, but another disagrees and the "
+                                          "flagged statement in its safe form removes that disagreement there")
+                    return verdict
+                tried["checked"] = "the disagreement is there with one thread, but the safe form does not remove it"
+                continue
             compared = [p for p in result.pairs if (p.input, p.output) in disagreed]
             if not result.passed or all(p.ad_identically_zero and p.fd_identically_zero for p in compared):
                 # Agreement at zero is no agreement: this thread's inputs do not move those outputs.
                 tried["checked"] = "nothing to compare: the pairs that disagreed are zero, or undecided"
                 continue
-            record["checked"] = tried["checked"] = "AD matches finite differences"
+            tried["checked"] = "AD matches finite differences"
+            agreed = agreed or tried
+        if agreed is not None:
+            record["checked"] = "AD matches finite differences with one thread, and no one-thread draw confirms"
             return _inconclusive(Reason.CROSS_THREAD, f"{verdict['detail']}; but with one thread alone, running the "
                                  "flagged statement, AD matches finite differences: the disagreement needs several "
                                  "threads on elements the synthesized indices made them share, which real data may "
@@ -1037,6 +1058,16 @@ class FileSession:
         record["checked"] = ("no one-thread run both ran the flagged statement and moved the outputs that disagreed: "
                              "nothing to compare, the verdict stands")
         return verdict
+
+    def _safe_form_explains(self, prepared: Prepared, plan: LaunchPlan, draw: Draw, failing: list,
+                            nondet_tol: float, record: dict[str, Any]) -> bool:
+        """Whether the flagged statement's safe form, run on ``draw``'s inputs, agrees where the
+        original's ``failing`` pairs did not (its forward finite, and the same where it keeps it)."""
+        counterfactual = self._counterfactual(prepared.safe, prepared, plan, draw, prepared.kernels["safe"],
+                                              nondet_tol)
+        record["counterfactual"] = counterfactual
+        return (_comparable(counterfactual, prepared.safe)
+                and all(_explains(_counterpart(counterfactual, prepared.safe, p), p) for p in failing))
 
     def _counterfactual(self, safe: rewrite.SafeForm, prepared: Prepared, plan: LaunchPlan, draw: Draw, kernel: Any,
                         nondet_tol: float) -> dict[str, Any]:
