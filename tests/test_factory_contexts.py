@@ -251,5 +251,5 @@ register = make_scale(2.0)
 """
     files = {"factories.py": factory, "sim.py": caller}
     assert [(f.data["context"], f.data["context_reason"]) for f in _findings(tmp_path, files)] == [
-        ("unknown", "the factory that makes it hands it on in a way not followed (an argument, a stored or"
-                    " unpacked result)")]
+        ("unknown", "the factory that makes it hands it on where it is not followed (stored on an object, put in"
+                    " a container, passed to a call outside the project)")]

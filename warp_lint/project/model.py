@@ -475,8 +475,8 @@ class ProjectModel:
                 return DifferentiationContext(DIFFERENTIATED, f"`{caller.qualname}` calls it, {context.reason}",
                                               context.reach)
         if made is None:
-            return DifferentiationContext(UNKNOWN, "the factory that makes it hands it on in a way not followed"
-                                                   " (an argument, a stored or unpacked result)")
+            return DifferentiationContext(UNKNOWN, "the factory that makes it hands it on where it is not followed"
+                                                   " (stored on an object, put in a container, passed to a call outside the project)")
         if known and all(context.state == FORWARD_ONLY for _, context in known):
             names = ", ".join(f"`{c.qualname}`" for c, _ in known[:3]) + (" ..." if len(known) > 3 else "")
             return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names})")
