@@ -437,7 +437,7 @@ class ProjectModel:
             self._contexts[symbol] = DifferentiationContext(UNKNOWN, "its callers call it back")  # a cycle
             if definition.kind == "kernel":
                 context = self._kernel_context(symbol, definition)
-            elif definition.kind == "func":
+            elif definition.kind in ("func", "func_native"):
                 context = self._func_context(symbol, definition)
             else:
                 context = DifferentiationContext(UNKNOWN, f"a `@wp.{definition.kind}`")

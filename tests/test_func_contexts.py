@@ -1,4 +1,4 @@
-"""Funcs that factories make: whether a kernel that differentiates them calls them.
+"""Whether a kernel that differentiates a `@wp.func` (or a `@wp.func_native`) calls it.
 
 newton builds its collision and rendering code this way (`solve = create_solve_mpr(...)`, then
 `wp.static(solve.portal_core)(...)` in a kernel with `enable_backward=False`). A finding in such a
@@ -253,3 +253,35 @@ register = make_scale(2.0)
     assert [(f.data["context"], f.data["context_reason"]) for f in _findings(tmp_path, files)] == [
         ("unknown", "the factory that makes it hands it on where it is not followed (stored on an object, put in"
                     " a container, passed to a call outside the project)")]
+
+
+NATIVE = """
+import warp as wp
+
+@wp.func_native("out[tid] = x[tid] * x[tid];")
+def square_into(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int): ...
+
+@wp.kernel
+def squares(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+    square_into(x, out, wp.tid())
+"""
+
+FORWARD_DRIVER = """
+import warp as wp
+from factories import squares
+
+def run(x, out):
+    wp.launch(squares, 3, inputs=[x, out])
+"""
+
+
+def test_a_native_func_takes_its_callers_context_as_a_func_does(tmp_path):
+    """WL113 (a native without an adjoint) matters only where a kernel's backward runs: here the
+    one kernel that calls it is launched outside any tape."""
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'sim'\n")
+    (tmp_path / "factories.py").write_text(NATIVE)
+    (tmp_path / "sim.py").write_text(FORWARD_DRIVER)
+    reported, _ = runner.lint_files([tmp_path / "factories.py"], _settings(False))
+    assert [f.code for f in reported[0].findings] == []
+    hidden, _ = runner.lint_files([tmp_path / "factories.py"], _settings(True))
+    assert [(f.code, f.data["context"]) for f in hidden[0].findings] == [("WL113", "forward-only")]
