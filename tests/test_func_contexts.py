@@ -78,6 +78,17 @@ def _contexts(tmp_path: Path, files: dict[str, str]) -> dict[str, tuple[str, str
             for f in _findings(tmp_path, files, report_forward_only=True)}
 
 
+
+def recorded_launch(kernel: str) -> str:
+    """Host code that launches ``kernel`` on a tape and runs its backward pass."""
+    return f"""
+def run(a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch({kernel}, 3, inputs=[a])
+    tape.backward(loss)
+"""
+
 DISABLED_CALLER = """
 import warp as wp
 from factories import make_scale
@@ -102,12 +113,7 @@ scale = make_scale(2.0)
 def scale_all(a: wp.array(dtype=float)):
     scale(a, wp.tid())
 
-def run(a, loss):
-    tape = wp.Tape()
-    with tape:
-        wp.launch(scale_all, 3, inputs=[a])
-    tape.backward(loss)
-"""
+""" + recorded_launch("scale_all")
 
 
 def test_a_made_func_called_only_by_kernels_without_backward_is_not_reported(tmp_path):
@@ -162,12 +168,7 @@ second_kernel = make_kernel(second)
 def first_all(a: wp.array(dtype=float)):
     first(a, wp.tid())
 
-def run(a, loss):
-    tape = wp.Tape()
-    with tape:
-        wp.launch(first_all, 3, inputs=[a])
-    tape.backward(loss)
-"""
+""" + recorded_launch("first_all")
     contexts = _contexts(tmp_path, {"factories.py": FACTORIES, "sim.py": caller})
     assert contexts["first"][0] == "differentiated"
     assert contexts["second"][0] == "forward-only"
@@ -183,12 +184,7 @@ from factories import make_scale
 def scale_all(a: wp.array(dtype=float)):
     wp.static(make_scale(2.0))(a, wp.tid())
 
-def run(a, loss):
-    tape = wp.Tape()
-    with tape:
-        wp.launch(scale_all, 3, inputs=[a])
-    tape.backward(loss)
-"""
+""" + recorded_launch("scale_all")
     state, why = _contexts(tmp_path, {"factories.py": FACTORY, "sim.py": caller})["scale_in_place"]
     assert state == "differentiated" and "`scale_all` calls it" in why
 
