@@ -476,7 +476,8 @@ class ProjectModel:
                                               context.reach)
         if made is None:
             return DifferentiationContext(UNKNOWN, "the factory that makes it hands it on where it is not followed"
-                                                   " (stored on an object, put in a container, passed to a call outside the project)")
+                                                   " (stored on an object, put in a container, passed to a call"
+                                                   " outside the project)")
         if known and all(context.state == FORWARD_ONLY for _, context in known):
             names = ", ".join(f"`{c.qualname}`" for c, _ in known[:3]) + (" ..." if len(known) > 3 else "")
             return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names})")
@@ -531,8 +532,7 @@ class ProjectModel:
             return None
         name = factory.qualname.rsplit(".", 1)[-1]
         # `wp.static(make_manifold(...))(...)` in a kernel or func: it calls what the factory makes
-        found = [(definition.symbol, definition) for definition, code in self._calls_by_name.get(name, ())
-                 if self.index.resolve(definition.symbol.path, _scope_of(definition.summary), code) == factory]
+        found = self._callers(factory, name)
         for info, function, call in self._host_calls.get(name, ()):
             if self.index.resolve(info.path, function.qualname, call.func) != factory:
                 continue
@@ -542,7 +542,12 @@ class ProjectModel:
                 callers = self._holders_callers(_function_symbol(info, function), position, attribute, depth + 1)
             else:
                 holder = _holder(function, call, position, attribute)
-                callers = self._holder_users(info, function, holder, depth) if holder else [] if holder == "" else None
+                if holder:
+                    callers = self._holder_users(info, function, holder, depth)
+                elif holder == "":
+                    callers = []  # the result is kept, but not the part that holds the func
+                else:
+                    callers = None
             if callers is None:
                 return None
             found += callers

@@ -1013,6 +1013,7 @@ class FileSession:
             first.hits = self._run_instrumented(prepared, one_plan, first)[0]
             yield "the first thread of the same draw", first
             attempt = 0
+            # read at each draw: once a one-thread draw agrees (below), more are drawn to look for one that confirms
             while attempt < ONE_THREAD_REDRAWS + (ONE_THREAD_CONFIRM_DRAWS if agreed is not None else 0):
                 redrawn, _ = self._search_inputs(prepared, one_plan, np.random.default_rng(draw.seed + attempt))
                 attempt += 1
