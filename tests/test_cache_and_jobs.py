@@ -315,3 +315,21 @@ def test_a_change_to_an_imported_helper_reaches_the_cached_analysis_of_its_calle
     funcs.write_text(FUNCS_READ.replace("wp.atomic_add(a, i, v)", "a[i] = v"))
     stores, _ = runner.lint_files([kernels], settings, cache=cache)
     assert [f.code for f in stores[0].findings] == ["WL102"]  # now it stores after the read
+
+
+def test_a_summary_sent_between_processes_still_tells_literals_from_code(tmp_path):
+    """Pool workers and the cache pickle summaries: `n = 16` stays a literal, `dim = a.shape[0]`
+    and a parameter without a default stay not literal, checked by identity as the model does."""
+    import pickle
+
+    from warp_lint.engine import analyse_source
+    from warp_lint.project.summary import NOT_LITERAL
+    from warp_lint.source import decode_source
+
+    text = "import warp as wp\n\nN = 16\nDIM = compute()\n\ndef run(a, n=8):\n    pass\n"
+    summary = analyse_source(decode_source(str(tmp_path / "m.py"), text.encode()), FileSettings((), "")).summary
+    received = pickle.loads(pickle.dumps(summary))
+    assert received.values["N"].literal == 16
+    assert received.values["DIM"].literal is NOT_LITERAL
+    assert [p.default for p in received.functions["run"].params] == [NOT_LITERAL, 8]
+    assert received.functions["run"].params[0].default is NOT_LITERAL

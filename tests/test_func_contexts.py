@@ -1,4 +1,5 @@
-"""Whether a kernel that differentiates a `@wp.func` (or a `@wp.func_native`) calls it.
+"""Whether a kernel that differentiates a `@wp.func` (or a `@wp.func_native`) calls it, and whether
+a tape may record a kernel a factory makes.
 
 newton builds its collision and rendering code this way (`solve = create_solve_mpr(...)`, then
 `wp.static(solve.portal_core)(...)` in a kernel with `enable_backward=False`). A finding in such a
@@ -281,3 +282,114 @@ def test_a_native_func_takes_its_callers_context_as_a_func_does(tmp_path):
     assert [f.code for f in reported[0].findings] == []
     hidden, _ = runner.lint_files([tmp_path / "factories.py"], _settings(True))
     assert [(f.code, f.data["context"]) for f in hidden[0].findings] == [("WL113", "forward-only")]
+
+
+# A kernel made per shape, as newton's SVD is: the factory returns an overload of its kernel.
+KERNEL_FACTORY = """
+import warp as wp
+from typing import Any
+
+def make_scale_kernel(length: int):
+    @wp.kernel(module="unique")
+    def scale_all(a: wp.array(dtype=Any)):
+        i = wp.tid()
+        a[i] = a[i] * 2.0
+{extra}
+    return wp.overload(scale_all, [wp.array(dtype=wp.types.vector(length=length, dtype=float))])
+"""
+
+# A recorded launch of a kernel the model cannot name: any kernel handed around may be it.
+UNRESOLVED_RECORDING = """
+import warp as wp
+
+def run_any(kernels, a, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernels[0], 3, inputs=[a])
+    tape.backward(loss)
+"""
+
+HOLDER = """
+import warp as wp
+from factories import make_scale_kernel
+
+class Scaler:
+    def __init__(self):
+        self._kernel = make_scale_kernel(3)
+
+    def step(self, a):
+        wp.launch(self._kernel, 3, inputs=[a])
+"""
+
+
+def _kernel_contexts(tmp_path: Path, extra: str = "", holder: str = HOLDER, **files: str):
+    return _contexts(tmp_path, {"factories.py": KERNEL_FACTORY.format(extra=extra), "sim.py": holder,
+                                "driver.py": UNRESOLVED_RECORDING, **files})
+
+
+def test_a_made_kernel_whose_every_launch_is_outside_tapes_is_forward_only(tmp_path):
+    state, why = _kernel_contexts(tmp_path)["scale_all"]
+    assert state == "forward-only" and "sim.py:10" in why
+
+
+def test_a_made_kernel_a_tape_records_through_its_factory_is_differentiated(tmp_path):
+    recorded = """
+import warp as wp
+from factories import make_scale_kernel
+""" + recorded_launch("make_scale_kernel(3)")
+    assert _kernel_contexts(tmp_path, holder=recorded)["scale_all"][0] == "differentiated"
+
+
+@pytest.mark.parametrize("extra", [
+    "    REGISTRY.append(scale_all)",  # the factory hands it on before returning it
+    "    table = {'scale': scale_all}",
+])
+def test_a_made_kernel_its_factory_hands_on_may_be_what_a_tape_records(tmp_path, extra):
+    state, why = _kernel_contexts(tmp_path, extra=extra)["scale_all"]
+    assert state == "unknown" and "driver.py:7 may run it" in why
+
+
+@pytest.mark.parametrize("keeper", [
+    "KERNELS = [make_scale_kernel(3)]\n",  # a module-level list
+    "def kernels():\n    return {'scale': make_scale_kernel(3)}\n",
+])
+def test_a_made_kernel_kept_where_no_launch_reads_it_may_be_what_a_tape_records(tmp_path, keeper):
+    keeper = "import warp as wp\nfrom factories import make_scale_kernel\n\n" + keeper
+    state, why = _kernel_contexts(tmp_path, **{"keeper.py": keeper})["scale_all"]
+    assert state == "unknown" and "may run it" in why
+
+
+def test_a_module_kernel_kept_in_a_module_level_list_may_be_what_a_tape_records(tmp_path):
+    kernel = """
+import warp as wp
+
+@wp.kernel
+def scale_all(a: wp.array(dtype=float)):
+    i = wp.tid()
+    a[i] = a[i] * 2.0
+"""
+    launcher = "import warp as wp\nfrom factories import scale_all\n\ndef step(a):\n    wp.launch(scale_all, 3, inputs=[a])\n"
+    keeper = "import warp as wp\nfrom factories import scale_all\n\nKERNELS = [scale_all]\n"
+    contexts = {"factories.py": kernel, "sim.py": launcher, "driver.py": UNRESOLVED_RECORDING}
+    assert _contexts(tmp_path, contexts)["scale_all"][0] == "forward-only"
+    assert _contexts(tmp_path, {**contexts, "keeper.py": keeper})["scale_all"][0] == "unknown"
+
+
+def test_a_kernel_held_on_self_and_launched_on_a_tape_in_a_method_is_not_forward_only(tmp_path):
+    """The method is an entry point: no constructor ran before it, so what `self._kernel` holds
+    is known only from the class's `__init__`."""
+    holder = """
+import warp as wp
+from factories import make_scale_kernel
+
+class Scaler:
+    def __init__(self):
+        self._kernel = make_scale_kernel(3)
+
+    def step(self, a, loss):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(self._kernel, 3, inputs=[a])
+        tape.backward(loss)
+"""
+    assert _kernel_contexts(tmp_path, holder=holder)["scale_all"][0] != "forward-only"

@@ -39,6 +39,7 @@ from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefini
 from warp_lint.project.recordings import Recorder
 from warp_lint.project.summary import (
     MODULE_SCOPE,
+    NOT_LITERAL,
     AssignOp,
     CallOp,
     FileSummary,
@@ -459,6 +460,10 @@ class ProjectModel:
                                           launches=sites)
         if not sites:
             return DifferentiationContext(UNKNOWN, "the project never launches it", launches=sites)
+        unfollowed = set(sites).intersection(launches.unresolved_recorded)
+        if unfollowed:
+            return DifferentiationContext(UNKNOWN, f"the recorded launch at {_where(min(unfollowed))} runs it, and"
+                                                   " the recording could not tell which kernel it is", launches=sites)
         if launches.unresolved_recorded and self._escapes(symbol):
             where = _where(launches.unresolved_recorded[0])
             return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at {where} may run"
@@ -767,7 +772,8 @@ class ProjectModel:
         return self.index.resolve(info.path, function.qualname, value.code)
 
     def _product(self, callee: Symbol) -> Symbol | None:
-        """The kernel a factory function returns: a local Warp definition, or one it makes."""
+        """The kernel a factory function returns: a Warp definition (its own or the module's), or
+        one it makes. None when its returns name different ones."""
         if callee.kind == "warp":
             return callee
         if callee.kind != "function":
@@ -776,10 +782,17 @@ class ProjectModel:
         info = self.index.info_of(callee)
         if function is None or info is None:
             return None
+        products = set()
         for code in function.returns_code:
             local = function.local_functions.get(code)
             if local is not None:
-                return Symbol("warp", info.name, local, info.path)
+                products.add(Symbol("warp", info.name, local, info.path))
+            elif code.isidentifier() and code not in function.local_names:
+                found = self.index.resolve(info.path, function.qualname, code)
+                if found is not None and found.kind == "warp":
+                    products.add(found)
+        if products:
+            return products.pop() if len(products) == 1 else None
         for _, target, _ in function.applies_warp:
             local = function.local_functions.get(target)
             if local is not None:
@@ -788,27 +801,52 @@ class ProjectModel:
 
     def _escapes(self, kernel: Symbol) -> bool:
         """Whether the kernel is named somewhere other than a launch's kernel argument (stored in a
-        list, passed on): a launch the model cannot resolve might then run it."""
-        name = kernel.qualname.rsplit(".", 1)[-1]
+        list, passed on): a launch the model cannot resolve might then run it. A kernel a factory
+        makes is named by its factory, which must do nothing with it but return it, and then by
+        whoever keeps what the factory returns: every file that names the factory must launch it."""
         launching = {site.path for site in self.launch_sites(kernel)}
-        return any(path not in launching for path in self._naming_files.get(name, ()))
+        name = kernel.qualname.rsplit(".", 1)[-1]
+        factory, made, _ = kernel.qualname.rpartition(".<locals>.")
+        if not made:
+            return any(path not in launching for path, _ in self._naming.get(name, ()))
+        maker = self.index.function(Symbol("function", kernel.module, factory, kernel.path))
+        if maker is None or not _only_returns(maker, name):
+            return True
+        own = (kernel.path, factory)  # its words hold its own name and the kernel's
+        return any(path not in launching and (path, scope) != own
+                   for named in (name, factory.rsplit(".", 1)[-1]) for path, scope in self._naming.get(named, ()))
 
     @functools.cached_property
-    def _naming_files(self) -> dict[str, set[str]]:
-        """A kernel's name -> the files whose host code (or module-level values) names it."""
-        kernels = {s.rsplit(".", 1)[-1] for info in self._warp_files() for s in (
-            d.symbol.qualname for d in self.definitions_in(info) if d.kind == "kernel")}
-        naming: dict[str, set[str]] = {}
+    def _naming(self) -> dict[str, set[tuple[str, str]]]:
+        """A kernel's name, or the name of a factory that makes one -> where host code names it:
+        (file, function), the module's values and calls as the module scope."""
+        names = set()
+        for info in self._warp_files():
+            for definition in self.definitions_in(info):
+                if definition.kind == "kernel":
+                    factory, made, name = definition.symbol.qualname.rpartition(".<locals>.")
+                    names.add(name if made else definition.symbol.qualname.rsplit(".", 1)[-1])
+                    if made:
+                        names.add(factory.rsplit(".", 1)[-1])
+        naming: dict[str, set[tuple[str, str]]] = {}
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
                 continue
             for function in summary.functions.values():
-                if not function.is_module:
-                    for name in function.words & kernels:
-                        naming.setdefault(name, set()).add(info.path)
-            for name in summary.values.keys() & kernels:
-                naming.setdefault(name, set()).add(info.path)
+                if not function.is_module:  # the module scope's words hold every definition's name
+                    for name in function.words & names:
+                        naming.setdefault(name, set()).add((info.path, function.qualname))
+                else:
+                    for op in function.ops:
+                        if op.__class__ is CallOp:
+                            for argument in op.args:
+                                for name in argument.value.names & names:
+                                    naming.setdefault(name, set()).add((info.path, MODULE_SCOPE))
+            for value in summary.values.values():
+                held = value.value.names if value.literal is NOT_LITERAL else set()  # `__all__`'s strings hold none
+                for name in ({value.name} | held) & names:
+                    naming.setdefault(name, set()).add((info.path, MODULE_SCOPE))
         return naming
 
     def definition_at(self, path: str, line: int) -> WarpDefinition | None:
@@ -940,6 +978,27 @@ def _carried_in_display(value, head: str, code: str) -> str | None:
         if carried is not None:
             return carried if carried == UNFOLLOWED else f"[{position}]{carried}"
     return None if head not in value.names else UNFOLLOWED
+
+
+def _only_returns(factory: FunctionSummary, name: str) -> bool:
+    """Whether ``factory``'s own statements do nothing with ``name`` but return it (an overload of
+    it included) or launch it."""
+    for op in factory.ops:
+        kind = op.__class__
+        if kind is ReturnOp:
+            if op.value is not None and name in op.value.names and op.value.code != name and op.value.call is None:
+                return False
+        elif kind is CallOp:
+            mentioned = any(name in argument.value.names for argument in op.args)
+            if mentioned and not (op.args[0].value.code == name and (
+                    op.qualified in LAUNCH_FUNCTIONS or (op.qualified == "warp.overload" and op.role == "return"))):
+                return False
+        elif kind is AssignOp:
+            if any(value is not None and name in value.names for _, value in op.pairs):
+                return False
+        elif kind is WithOp and any(name in item.value.names for item in op.items):
+            return False
+    return True
 
 
 def _holder(function: FunctionSummary, call: CallOp, position: int | None, attribute: str) -> str | None:

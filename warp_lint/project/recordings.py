@@ -466,6 +466,8 @@ class Recorder:
             return UNKNOWN
         if qualified:
             self.warp_call(frame, op, qualified)
+            if qualified == "warp.overload":  # runs the source of the kernel it specialises
+                return self.evaluate(frame, op.argument(0, "kernel"))
             return UNKNOWN
         if op.method in HOST_COPY_METHODS:
             frame.host_copies = True

@@ -24,10 +24,25 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 3
+SUMMARY_VERSION = 4
 
 MODULE_SCOPE = "<module>"
-NOT_LITERAL = "\0not-literal"
+
+
+class _NotLiteral:
+    """What a value holds when ``ast.literal_eval`` cannot read it. One object, compared with
+    ``is``, in every process: a summary a pool worker pickles comes back holding this same one."""
+
+    __slots__ = ()
+
+    def __reduce__(self) -> str:
+        return "NOT_LITERAL"
+
+    def __repr__(self) -> str:
+        return "NOT_LITERAL"
+
+
+NOT_LITERAL = _NotLiteral()
 
 WARP_DECORATOR_KINDS = {
     "warp.kernel": "kernel",
@@ -250,7 +265,7 @@ class FunctionSummary:
     local_functions: dict[str, str] = dataclasses.field(default_factory=dict)  # name -> qualname
     local_names: frozenset[str] = frozenset()  # parameters and every name the body assigns
     calls_in_body: tuple[str, ...] = ()  # Warp definitions: dotted codes of what the body calls
-    returns_code: tuple[str, ...] = ()  # codes of the returned expressions
+    returns_code: tuple[str, ...] = ()  # codes of the returned expressions; of `wp.overload(k, ...)`, `k`
     returns_warp: tuple[tuple[str, str], ...] = ()  # `return wp.kernel(...)(f)`: (decorator name, the f code)
     # `wp.kernel(f)` / `wp.kernel(**o)(f)` calls in the body that make a Warp definition of a local
     applies_warp: tuple[tuple[str, str, tuple[tuple[str, Any], ...]], ...] = ()
@@ -1100,7 +1115,7 @@ def _factory_facts(builder: _Builder, summary: FunctionSummary, node: ast.AST) -
             continue
         value = getattr(statement, "value", None) if kind in (ast.Return, ast.Assign, ast.Expr, ast.AnnAssign) else None
         if kind is ast.Return and value is not None:
-            returns.append(builder.code(value))
+            returns.append(builder.code(_overloaded(builder, value, shadowed) or value))
         if isinstance(value, ast.Call):
             application = _warp_application(builder, value, shadowed)
             if application is not None:
@@ -1111,6 +1126,14 @@ def _factory_facts(builder: _Builder, summary: FunctionSummary, node: ast.AST) -
                 stack.extend(block)
     summary.returns_code = tuple(returns)
     summary.applies_warp = tuple(applies)
+
+
+def _overloaded(builder: _Builder, value: ast.expr, shadowed) -> ast.Name | None:
+    """`k` of `wp.overload(k, [...])`: an overload runs the source of the kernel it specialises."""
+    if isinstance(value, ast.Call) and value.args and isinstance(value.args[0], ast.Name) and \
+            builder.qualify(value.func, shadowed) == "warp.overload":
+        return value.args[0]
+    return None
 
 
 def _warp_application(builder: _Builder, call: ast.Call, shadowed) -> tuple | None:
