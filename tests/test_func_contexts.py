@@ -340,6 +340,23 @@ from factories import make_scale_kernel
     assert _kernel_contexts(tmp_path, holder=recorded)["scale_all"][0] == "differentiated"
 
 
+def test_a_made_kernel_a_tape_records_after_its_factory_ran_is_differentiated(tmp_path):
+    """The factory runs before the tape opens, where the recording follows no calls."""
+    recorded = """
+import warp as wp
+from factories import make_scale_kernel
+
+def run(a, loss):
+    scale = make_scale_kernel(3)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(scale, 3, inputs=[a])
+    tape.backward(loss)
+"""
+    state, why = _kernel_contexts(tmp_path, holder=recorded)["scale_all"]
+    assert state == "differentiated" and "recorded on `tape`" in why
+
+
 @pytest.mark.parametrize("extra", [
     "    REGISTRY.append(scale_all)",  # the factory hands it on before returning it
     "    table = {'scale': scale_all}",

@@ -361,6 +361,34 @@ class ProjectIndex:
     def function(self, symbol: Symbol) -> FunctionSummary | None:
         return self._functions(symbol).get(symbol.qualname)
 
+    def product(self, callee: Symbol) -> Symbol | None:
+        """The kernel a factory function returns: a Warp definition (its own or the module's), or
+        one it makes. None when its returns name different ones."""
+        if callee.kind == "warp":
+            return callee
+        if callee.kind != "function":
+            return None
+        function = self.function(callee)
+        info = self.info_of(callee)
+        if function is None or info is None:
+            return None
+        products = set()
+        for code in function.returns_code:
+            local = function.local_functions.get(code)
+            if local is not None:
+                products.add(Symbol("warp", info.name, local, info.path))
+            elif code.isidentifier() and code not in function.local_names:
+                found = self.resolve(info.path, function.qualname, code)
+                if found is not None and found.kind == "warp":
+                    products.add(found)
+        if products:
+            return products.pop() if len(products) == 1 else None
+        for _, target, _ in function.applies_warp:
+            local = function.local_functions.get(target)
+            if local is not None:
+                return Symbol("warp", info.name, local, info.path)
+        return None
+
     def attribute_value(self, class_symbol: Symbol, attribute: str) -> list[tuple[Symbol, FunctionSummary, Any]]:
         """Where instances of the class get ``self.<attribute>``: (method, its summary, the value)
         for every assignment in a method of the class or its bases."""

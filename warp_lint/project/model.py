@@ -752,7 +752,7 @@ class ProjectModel:
             if call is None or not call.dotted:
                 return None
             callee = self.index.resolve(info.path, function.qualname, call.func)
-            return self._product(callee) if callee is not None else None
+            return self.index.product(callee) if callee is not None else None
         if not value.plain or "[" in value.code:
             return None
         head, _, rest = value.code.partition(".")
@@ -770,34 +770,6 @@ class ProjectModel:
                 return self.static_value(info, function, assigned[0], depth + 1)
             return None
         return self.index.resolve(info.path, function.qualname, value.code)
-
-    def _product(self, callee: Symbol) -> Symbol | None:
-        """The kernel a factory function returns: a Warp definition (its own or the module's), or
-        one it makes. None when its returns name different ones."""
-        if callee.kind == "warp":
-            return callee
-        if callee.kind != "function":
-            return None
-        function = self.index.function(callee)
-        info = self.index.info_of(callee)
-        if function is None or info is None:
-            return None
-        products = set()
-        for code in function.returns_code:
-            local = function.local_functions.get(code)
-            if local is not None:
-                products.add(Symbol("warp", info.name, local, info.path))
-            elif code.isidentifier() and code not in function.local_names:
-                found = self.index.resolve(info.path, function.qualname, code)
-                if found is not None and found.kind == "warp":
-                    products.add(found)
-        if products:
-            return products.pop() if len(products) == 1 else None
-        for _, target, _ in function.applies_warp:
-            local = function.local_functions.get(target)
-            if local is not None:
-                return Symbol("warp", info.name, local, info.path)
-        return None
 
     def _escapes(self, kernel: Symbol) -> bool:
         """Whether the kernel is named somewhere other than a launch's kernel argument (stored in a

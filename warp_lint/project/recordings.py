@@ -499,7 +499,11 @@ class Recorder:
         if target is None:
             return None
         if target.kind == "function":
-            return self._follow(frame, op, target, None, op.args) if self._worth_following(target) else None
+            if self._worth_following(target):
+                return self._follow(frame, op, target, None, op.args)
+            # A kernel factory called before the tape opens: what it makes is what a launch names.
+            made = self.index.product(target)
+            return Result(None, made) if made is not None else None
         if target.kind == "class":
             instance = f"{op.target or target.qualname.rsplit('.', 1)[-1] + '()'}@{self.order}"
             self.types[instance] = target
