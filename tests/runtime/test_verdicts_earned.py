@@ -62,6 +62,7 @@ CASES = {
     "some_neighbours_overwrite": (EARNED, "neighbour_then_scale_some", "WL102", ["a", "mode"], ["a", "out"], {}),
     "zero_in_first_thread": (EARNED, "cleared_then_squared", "WL102", ["a"], ["a", "out"], {}),
     "gated_square": (EARNED, "square_where_gated", "WL102", ["x", "mode"], ["x"], {}),
+    "rare_gate_square": (EARNED, "square_past_rare_gate", "WL102", ["x", "gate"], ["x"], {}),
     "first_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
     "second_made_component_write": (EARNED, "two_component_writes_made", "WL103", ["x"], ["out"], {}),
     "packed_mesh": (EARNED, "hull_extent", "WL104", [], [], {"function_kind": "func"}),
@@ -617,6 +618,20 @@ def test_agreeing_draws_that_pass_nothing_through_the_statement_are_followed_by_
     assert confirmation.evidence["draws_for_a_derivative"] >= 1
     assert len(confirmation.evidence["draws"]) == 6
     assert confirmation.evidence["derivative_through_statement"]["matters"]
+
+
+def test_a_clear_is_tried_on_both_sides_of_the_literals_the_kernel_compares_with(verdicts):
+    # Three draws in [0.5, 1.5] keep a gate that opens past 1.499 shut and agree; the draw around
+    # 1.499 opens it, disagrees, and the store into a new array removes that, with one thread too.
+    confirmation = verdicts["rare_gate_square"]
+    assert confirmation.status == Status.CONFIRMED, confirmation.reason
+    draws = confirmation.evidence["draws"]
+    assert [d["passed"] for d in draws] == [True, True, True, False]
+    assert draws[-1]["inputs"] == "both sides of the literal 1.499"
+    assert confirmation.evidence["counterfactual"]["passed"] is True
+    assert confirmation.evidence["one_thread"]["tried"][-1]["inputs"] == "a one-thread draw of the fill that disagreed"
+    # A kernel whose gate is harmless keeps its clear, and says where else it was tried.
+    assert verdicts["gated_pose"].evidence["threshold_draws"] == ["both sides of the literal 1.4"]
 
 
 def test_a_branch_only_an_exact_zero_takes_is_reached_by_drawing_zeros(verdicts):

@@ -855,9 +855,37 @@ class FileSession:
                                  "that agree", draws_tried=tried,
                                  **evidence)
         verdict = self._judge_agreement(prepared, plan, draws, evidence)
-        if verdict["reason"] != Reason.DOES_NOT_MATTER:
-            return verdict
-        return self._where_it_matters(prepared, plan, chosen, draws, rng, nondet_tol, verdict)
+        if verdict["reason"] == Reason.DOES_NOT_MATTER:
+            verdict = self._where_it_matters(prepared, plan, chosen, draws, rng, nondet_tol, verdict)
+        if verdict["status"] == Status.CLEARED:
+            return self._across_thresholds(prepared, plan, chosen, draws, rng, nondet_tol, verdict)
+        return verdict
+
+    def _across_thresholds(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, draws: list[Draw],
+                           rng: np.random.Generator, nondet_tol: float, verdict: dict[str, Any]) -> dict[str, Any]:
+        """A clear, tried again where the kernel's branches turn: a draw on both sides of each
+        literal the kernel compares values with. A path open only above 1.45 stays shut on most
+        draws in [0.5, 1.5], and its hazard with it. A draw that disagrees is judged as any
+        disagreement; otherwise ``verdict`` stands, these draws in its evidence."""
+        evidence = verdict["evidence"]
+        crossed = []
+        for fill in fills_for(prepared.facts, prepared.value_dependent):
+            if fill.kind not in ("around", "close") or fill == chosen.fill:
+                continue
+            for resample in range(RESAMPLES):
+                draw = self._make_draw(prepared, plan, fill, rng, plan.targetable and resample > 0)
+                if not (draw.finite and draw.ran):
+                    continue
+                draw.result = self._compare(draw, nondet_tol)
+                failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
+                if failures:
+                    evidence["draws"].append(_draw_record(prepared, draw))
+                    evidence["flagged_statement_hits"] += draw.hits[0]
+                    return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
+                crossed.append(fill.describe())
+                break
+        evidence["threshold_draws"] = crossed
+        return verdict
 
     def _where_it_matters(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, draws: list[Draw],
                           rng: np.random.Generator, nondet_tol: float, verdict: dict[str, Any]) -> dict[str, Any]:
@@ -1018,6 +1046,13 @@ class FileSession:
                 redrawn, _ = self._search_inputs(prepared, one_plan, np.random.default_rng(draw.seed + attempt))
                 attempt += 1
                 yield "a one-thread draw of its own", redrawn
+            if agreed is not None and draw.fill != Fill("default"):
+                # The search starts from the tamest fill; the disagreement may need the values of
+                # the one that showed it (both sides of the literal a rarely open branch compares with).
+                rng = np.random.default_rng(draw.seed + attempt)
+                for _ in range(ONE_THREAD_CONFIRM_DRAWS):
+                    yield "a one-thread draw of the fill that disagreed", self._make_draw(
+                        prepared, one_plan, draw.fill, rng, draw.targeted)
 
         for label, single in candidates():
             tried: dict[str, Any] = {"inputs": label}
@@ -1602,7 +1637,8 @@ def _bounds(prepared: Prepared) -> dict[str, dict[str, int]]:
 
 def _draw_record(prepared: Prepared, draw: Draw) -> dict[str, Any]:
     """A compared draw in a verdict's evidence."""
-    return {"hits": draw.hits[0], "singular": draw.singular if prepared.value_dependent else None,
+    return {"inputs": draw.fill.describe(), "hits": draw.hits[0],
+            "singular": draw.singular if prepared.value_dependent else None,
             "passed": draw.result.passed, "pairs": [_pair_summary(p) for p in draw.result.pairs]}
 
 
