@@ -864,16 +864,23 @@ class FileSession:
     def _across_thresholds(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, draws: list[Draw],
                            rng: np.random.Generator, nondet_tol: float, verdict: dict[str, Any]) -> dict[str, Any]:
         """A clear, tried again where the kernel's branches turn: a draw on both sides of each
-        literal the kernel compares values with. A path open only above 1.45 stays shut on most
+        literal the kernel compares values with. A path open only past 1.499 stays shut on most
         draws in [0.5, 1.5], and its hazard with it. A draw that disagrees is judged as any
-        disagreement; otherwise ``verdict`` stands, these draws in its evidence."""
+        disagreement; otherwise ``verdict`` stands, with the fills compared and those no draw of
+        which ran the statement in its evidence."""
         evidence = verdict["evidence"]
-        crossed = []
+        crossed, missed = [], []
         for fill in fills_for(prepared.facts, prepared.value_dependent):
             if fill.kind not in ("around", "close") or fill == chosen.fill:
                 continue
-            for resample in range(RESAMPLES):
-                draw = self._make_draw(prepared, plan, fill, rng, plan.targetable and resample > 0)
+            missed.append(fill.describe())
+            # Fresh draws first; then mutations of the draw that ran the statement (one or two
+            # arguments drawn from this fill), for statements few draws reach.
+            for attempt in range(2 * RESAMPLES):
+                mutating = attempt >= RESAMPLES
+                draw = self._make_draw(prepared, plan, fill, rng,
+                                       chosen.targeted if mutating else plan.targetable and attempt > 0,
+                                       parent=chosen if mutating else None)
                 if not (draw.finite and draw.ran):
                     continue
                 draw.result = self._compare(draw, nondet_tol)
@@ -882,9 +889,11 @@ class FileSession:
                     evidence["draws"].append(_draw_record(prepared, draw))
                     evidence["flagged_statement_hits"] += draw.hits[0]
                     return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
-                crossed.append(fill.describe())
+                crossed.append(missed.pop())
                 break
         evidence["threshold_draws"] = crossed
+        if missed:
+            evidence["threshold_fills_not_run"] = missed  # no draw of these ran the statement
         return verdict
 
     def _where_it_matters(self, prepared: Prepared, plan: LaunchPlan, chosen: Draw, draws: list[Draw],
