@@ -796,8 +796,8 @@ class ProjectModel:
         for info in self._warp_files():
             for definition in self.definitions_in(info):
                 if definition.kind == "kernel":
-                    factory, made, name = definition.symbol.qualname.rpartition(".<locals>.")
-                    names.add(name if made else definition.symbol.qualname.rsplit(".", 1)[-1])
+                    names.add(definition.symbol.qualname.rsplit(".", 1)[-1])
+                    factory, made, _ = definition.symbol.qualname.rpartition(".<locals>.")
                     if made:
                         names.add(factory.rsplit(".", 1)[-1])
         naming: dict[str, set[tuple[str, str]]] = {}

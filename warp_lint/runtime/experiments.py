@@ -884,11 +884,8 @@ class FileSession:
                 if not (draw.finite and draw.ran):
                     continue
                 draw.result = self._compare(draw, nondet_tol)
-                failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
-                if failures:
-                    evidence["draws"].append(_draw_record(prepared, draw))
-                    evidence["flagged_statement_hits"] += draw.hits[0]
-                    return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
+                if any(p.status == "fail" for p in draw.result.pairs):
+                    return self._judge_added_disagreement(prepared, plan, draws, draw, nondet_tol, evidence)
                 crossed.append(missed.pop())
                 break
         evidence["threshold_draws"] = crossed
@@ -922,9 +919,7 @@ class FileSession:
             evidence["flagged_statement_hits"] += draw.hits[0]
 
         def disagreement(draw: Draw) -> dict[str, Any]:
-            recorded(draw)
-            failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
-            return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
+            return self._judge_added_disagreement(prepared, plan, draws, draw, nondet_tol, evidence)
 
         looked = 0
         for draw in candidates():
@@ -948,6 +943,14 @@ class FileSession:
             evidence.pop("derivative_through_statement", None)
             return self._judge_agreement(prepared, plan, [*held, *draws], evidence)
         return verdict
+
+    def _judge_added_disagreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw,
+                                  nondet_tol: float, evidence: dict[str, Any]) -> dict[str, Any]:
+        """A draw tried after ``draws`` agreed, that disagrees: recorded, then judged as any disagreement."""
+        evidence["draws"].append(_draw_record(prepared, draw))
+        evidence["flagged_statement_hits"] += draw.hits[0]
+        failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
+        return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
 
     def _held_on_more_draws(self, prepared: Prepared, plan: LaunchPlan, first: Draw,
                             holds: Callable[[Draw], bool | None], rng: np.random.Generator | None = None,
