@@ -72,6 +72,19 @@ def test_a_loop_up_to_arithmetic_on_integer_parameters_runs_as_far_as_their_boun
     assert re.search(r"range\(_wl_wp\.static\((\d+)\)\)", form.source).group(1) == str(trips)
 
 
+@pytest.mark.parametrize(("loop", "trips"), [("range(n - 1, -1, -1)", 4), ("range(n, 0, -1)", 4),
+                                             ("range(n - 1, 1, -2)", 1), ("range(n - m, -1, -1)", UNROLL)])
+def test_a_loop_counting_down_runs_as_far_as_its_start_lets_it(loop, trips):
+    # newton's dense_subs solves L^T x = y with `for i in range(n - 1, -1, -1)`: its stop (-1) says
+    # nothing of how long it runs. Bounded by its stop, it had no trips at all, and the isolation
+    # with every loop made static compared a kernel without its backward substitution.
+    source = f"def total(x: float, n: int, m: int):\n    y = x\n    for k in {loop}:\n        y = y * x\n    return y\n"
+    form, skipped = safe_forms([("static-enclosing-loops", 4)], source, "copy", "wp.func", ["x", "n", "m"],
+                               int_bounds={"n": 4, "m": 4})
+    assert skipped == [], skipped
+    assert re.search(r"range\(_wl_wp\.static\((\d+)\)\)", form.source).group(1) == str(trips)
+
+
 def test_a_counter_atomic_becomes_a_replayed_read_and_store_of_the_counter_put_back_before_backward():
     source = textwrap.dedent('''
         def compact(x: wp.array(dtype=float), counter: wp.array(dtype=int), out: wp.array(dtype=float)):

@@ -96,6 +96,8 @@ CASES = {
     "squared_before_label": (EARNED, "squared_then_labelled", "WL102", ["a", "labels"], ["a", "labels"], {}),
     "integer_label": (EARNED, "squared_then_labelled", "WL102", ["a", "labels"], ["a", "labels"], {}),
     "square_at_tie": (EARNED, "squared_at_a_tie", "WL102", ["d", "a"], ["a"], {}),
+    "forward_substitution_store": (EARNED, "cholesky_solve_in_place", "WL102", ["L", "b", "x"], ["x"], {}),
+    "backward_substitution_store": (EARNED, "cholesky_solve_in_place", "WL102", ["L", "b", "x"], ["x"], {}),
 }
 
 
@@ -662,3 +664,17 @@ def test_a_component_write_on_a_vector_parameter_has_the_safe_form_of_a_locals(v
     assert confirmation.status == Status.CONFIRMED, confirmation.reason
     assert "draws_for_a_derivative" in confirmation.evidence
     assert confirmation.evidence["counterfactual"]["safe_form"] == "the component write on `x` rebuilt as a new value"
+
+
+def test_a_loop_counting_down_still_runs_when_the_isolation_makes_loops_static(verdicts):
+    # newton's dense_subs was cleared on a GPU: with every loop made static, a loop counting down
+    # to -1 got no trips, and the setting compared a kernel without the statement. Measured apart
+    # (one thread, float64): redirecting the backward store alone makes d x / d L agree with
+    # finite differences; redirecting the forward store alone does not.
+    backward = verdicts["backward_substitution_store"]
+    assert backward.status == Status.CONFIRMED, backward.reason
+    forward = verdicts["forward_substitution_store"]
+    assert forward.status == Status.CLEARED, forward.reason
+    # A clear in a setting rests on the statement reaching the outputs compared there.
+    reached = forward.evidence["isolation"]["statement_reaches_outputs"]
+    assert reached["carries"] and abs(reached["fd"]) > 0, reached

@@ -1261,12 +1261,31 @@ class FileSession:
                 return _inconclusive(Reason.FEW_DRAWS, f"{stays}; {context}, but only {len(held)} of {tried} draws "
                                      f"ran the flagged statement and could be compared; a clear needs {RUNS_PER_FILL} "
                                      "that agree", draws_tried=tried, **evidence)
+            reached = self._reaches_in_setting(prepared, plan, held, loops)
+            evidence["isolation"]["statement_reaches_outputs"] = reached
+            if not reached["carries"]:
+                return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; {context}, but there AD does not "
+                                     f"carry the derivative from this statement on to the outputs compared "
+                                     f"({reached['why']}): the agreement says nothing of it", **evidence)
             return self._judge_agreement(prepared, plan, held, evidence, context=context)
         evidence["isolation"]["elsewhere"] = True  # compared, and the disagreement stays with everything rewritten
         return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
                              "the kernel rewritten" + (" and its dynamic loops made static" if loops else "") +
                              ": it comes from elsewhere (an unflagged hazard, a non-differentiable algorithm, a race)",
                              **evidence)
+
+    def _reaches_in_setting(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], loops: bool
+                            ) -> dict[str, Any]:
+        """Whether, in the setting the isolation compared (everything else set aside), AD carries
+        a derivative from this statement on to the outputs compared there, at the first of
+        ``draws`` where it does. A setting may leave the statement's array out of what it compares
+        (newton's ``dense_subs`` stores into `x` twice: with the other store redirected, the
+        outputs compared are the redirected array's), and then an agreement there is no clear."""
+        for number, draw in enumerate(draws, start=1):
+            adjoint = self._adjoint_through(prepared, plan, draw, np.random.default_rng(draw.seed), loops)
+            if adjoint["carries"] or not adjoint["measured"]:
+                break
+        return {**adjoint, "draw": number}
 
     def _ensure_isolation(self, prepared: Prepared, loops: bool = False) -> tuple | None:
         """(form, kernel) with every flagged statement of the kernel rewritten, and with all but

@@ -617,6 +617,11 @@ def _known_trips(loop: ast.For | ast.While, context: Context) -> int | None:
         return None
     args = loop.iter.args
     stop = args[1] if len(args) >= 2 else args[0]
+    step = _range_step(loop)
+    if step is not None and step < 0:
+        # `range(n - 1, -1, -1)` runs from its start down to its stop: its start bounds it.
+        first, last = _upper_bound(args[0], context), _constant(stop, context)
+        return None if first is None or last is None else max(0, min(-((last - first) // -step), UNROLL))
     known = _constant(stop, context)
     if known is not None:
         return max(0, min(known, UNROLL))
@@ -667,6 +672,20 @@ def _trips(loop: ast.For | ast.While, context: Context) -> int:
     return UNROLL if known is None else known
 
 
+def _range_step(loop: ast.For) -> int | None:
+    """The step of `for ... in range(...)`: 1 where none is given, the literal's value (a
+    negative one too), None where it is not a non-zero integer literal."""
+    args = loop.iter.args
+    if len(args) < 3:
+        return 1
+    literal = args[2]
+    negative = isinstance(literal, ast.UnaryOp) and isinstance(literal.op, ast.USub)
+    value = literal.operand if negative else literal
+    if not (isinstance(value, ast.Constant) and type(value.value) is int and value.value != 0):
+        return None
+    return -value.value if negative else value.value
+
+
 def _unroll(loop: ast.For | ast.While, serial: str, trips: int = UNROLL) -> list[ast.stmt]:
     """`for j in range(a, b)` -> a `range(wp.static(trips))` loop guarded by `j < b` (forced
     unroll); `while c:` -> the same static loop running the body while `c` holds. A `break` becomes
@@ -694,14 +713,9 @@ def _unroll(loop: ast.For | ast.While, serial: str, trips: int = UNROLL) -> list
         raise NoSafeForm("an unusual range()")
     start = args[0] if len(args) >= 2 else ast.Constant(0)
     stop = args[1] if len(args) >= 2 else args[0]
-    step = 1
-    if len(args) == 3:
-        literal = args[2]
-        negative = isinstance(literal, ast.UnaryOp) and isinstance(literal.op, ast.USub)
-        value = literal.operand if negative else literal
-        if not (isinstance(value, ast.Constant) and isinstance(value.value, int) and value.value != 0):
-            raise NoSafeForm("a range() whose step is not an integer literal")
-        step = -value.value if negative else value.value
+    step = _range_step(loop)
+    if step is None:
+        raise NoSafeForm("a range() whose step is not an integer literal")
     low, high = f"_wl_lo{serial}", f"_wl_hi{serial}"
     index = ast.BinOp(left=ast.Name(low, ast.Load()), op=ast.Add(),
                       right=ast.BinOp(left=ast.Name(counter, ast.Load()), op=ast.Mult(), right=ast.Constant(step)))
