@@ -61,22 +61,15 @@ def test_a_long_loop_of_unknown_bound_gets_as_many_trips_as_fit_rather_than_no_s
     assert int(trips.group(1)) * 100 <= UNROLL_STATEMENTS
 
 
-@pytest.mark.parametrize(("stop", "trips"), [("n", 4), ("n - 1", 3), ("2 * n + 1", 9), ("n + m", 8), ("n - m", UNROLL)])
-def test_a_loop_up_to_arithmetic_on_integer_parameters_runs_as_far_as_their_bounds_let_it(stop, trips):
+@pytest.mark.parametrize(("loop", "trips"), [
+    ("range(n)", 4), ("range(n - 1)", 3), ("range(2 * n + 1)", 9), ("range(n + m)", 8), ("range(n - m)", UNROLL),
+    ("range(n - 1, -1, -1)", 4), ("range(n, 0, -1)", 4), ("range(n - 1, 1, -2)", 1), ("range(n - m, -1, -1)", UNROLL),
+])
+def test_a_loop_over_arithmetic_on_integer_parameters_runs_as_far_as_their_bounds_let_it(loop, trips):
     # The synthesized integers are at most 4: `n - 1` needs 3 trips, not the 16 of a guess, which
     # would make a nest of such loops too large to unroll. `n - m` needs the least m could be.
-    source = f"def total(x: float, n: int, m: int):\n    y = x\n    for k in range({stop}):\n        y = y * x\n    return y\n"
-    form, skipped = safe_forms([("static-enclosing-loops", 4)], source, "copy", "wp.func", ["x", "n", "m"],
-                               int_bounds={"n": 4, "m": 4})
-    assert skipped == [], skipped
-    assert re.search(r"range\(_wl_wp\.static\((\d+)\)\)", form.source).group(1) == str(trips)
-
-
-@pytest.mark.parametrize(("loop", "trips"), [("range(n - 1, -1, -1)", 4), ("range(n, 0, -1)", 4),
-                                             ("range(n - 1, 1, -2)", 1), ("range(n - m, -1, -1)", UNROLL)])
-def test_a_loop_counting_down_runs_as_far_as_its_start_lets_it(loop, trips):
-    # newton's dense_subs solves L^T x = y with `for i in range(n - 1, -1, -1)`: its stop (-1) says
-    # nothing of how long it runs. Bounded by its stop, it had no trips at all, and the isolation
+    # A loop counting down is bounded by its start: newton's dense_subs solves L^T x = y with
+    # `range(n - 1, -1, -1)`, which bounded by its stop (-1) had no trips at all, and the isolation
     # with every loop made static compared a kernel without its backward substitution.
     source = f"def total(x: float, n: int, m: int):\n    y = x\n    for k in {loop}:\n        y = y * x\n    return y\n"
     form, skipped = safe_forms([("static-enclosing-loops", 4)], source, "copy", "wp.func", ["x", "n", "m"],
