@@ -1261,13 +1261,20 @@ class FileSession:
                 return _inconclusive(Reason.FEW_DRAWS, f"{stays}; {context}, but only {len(held)} of {tried} draws "
                                      f"ran the flagged statement and could be compared; a clear needs {RUNS_PER_FILL} "
                                      "that agree", draws_tried=tried, **evidence)
+            verdict = self._judge_agreement(prepared, plan, held, evidence, context=context)
+            if verdict["status"] != Status.CLEARED:
+                return verdict
             reached = self._reaches_in_setting(prepared, plan, held, loops)
             evidence["isolation"]["statement_reaches_outputs"] = reached
+            if not reached["measured"]:
+                return _inconclusive(Reason.NOT_MEASURED, f"{stays}; {context}, but whether AD carries a derivative "
+                                     f"from this statement on to the outputs compared there could not be measured: "
+                                     f"{reached['why']}", **evidence)
             if not reached["carries"]:
                 return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}; {context}, but there AD does not "
                                      f"carry the derivative from this statement on to the outputs compared "
                                      f"({reached['why']}): the agreement says nothing of it", **evidence)
-            return self._judge_agreement(prepared, plan, held, evidence, context=context)
+            return verdict
         evidence["isolation"]["elsewhere"] = True  # compared, and the disagreement stays with everything rewritten
         return _inconclusive(Reason.COUNTERFACTUAL_DISAGREES, f"{stays}, and stays with every flagged statement of "
                              "the kernel rewritten" + (" and its dynamic loops made static" if loops else "") +
