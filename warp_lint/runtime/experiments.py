@@ -914,10 +914,6 @@ class FileSession:
             draw.result = self._compare(draw, nondet_tol)
             return _agreement({p.status for p in draw.result.pairs})
 
-        def recorded(draw: Draw) -> None:
-            evidence["draws"].append(_draw_record(prepared, draw))
-            evidence["flagged_statement_hits"] += draw.hits[0]
-
         def disagreement(draw: Draw) -> dict[str, Any]:
             return self._judge_added_disagreement(prepared, plan, draws, draw, nondet_tol, evidence)
 
@@ -939,7 +935,7 @@ class FileSession:
             if len(held) < RUNS_PER_FILL:
                 continue
             for extra in held:
-                recorded(extra)
+                _add_draw(evidence, prepared, extra)
             evidence.pop("derivative_through_statement", None)
             return self._judge_agreement(prepared, plan, [*held, *draws], evidence)
         return verdict
@@ -947,8 +943,7 @@ class FileSession:
     def _judge_added_disagreement(self, prepared: Prepared, plan: LaunchPlan, draws: list[Draw], draw: Draw,
                                   nondet_tol: float, evidence: dict[str, Any]) -> dict[str, Any]:
         """A draw tried after ``draws`` agreed, that disagrees: recorded, then judged as any disagreement."""
-        evidence["draws"].append(_draw_record(prepared, draw))
-        evidence["flagged_statement_hits"] += draw.hits[0]
+        _add_draw(evidence, prepared, draw)
         failures = [(draw, p) for p in draw.result.pairs if p.status == "fail"]
         return self._judge_disagreement(prepared, plan, [*draws, draw], failures, nondet_tol, evidence)
 
@@ -1678,6 +1673,12 @@ def _draw_record(prepared: Prepared, draw: Draw) -> dict[str, Any]:
     return {"inputs": draw.fill.describe(), "hits": draw.hits[0],
             "singular": draw.singular if prepared.value_dependent else None,
             "passed": draw.result.passed, "pairs": [_pair_summary(p) for p in draw.result.pairs]}
+
+
+def _add_draw(evidence: dict[str, Any], prepared: Prepared, draw: Draw) -> None:
+    """A draw compared after the first ones, added to a verdict's evidence with its hits."""
+    evidence["draws"].append(_draw_record(prepared, draw))
+    evidence["flagged_statement_hits"] += draw.hits[0]
 
 
 def _comparable(record: dict[str, Any], form: rewrite.SafeForm) -> bool:
