@@ -11,8 +11,9 @@ import to resolve, a kernel launched in a recording), through the cache. Then, o
 - each file's suppressions apply.
 
 A file's root is the nearest folder with ``pyproject.toml``, ``setup.py``, ``setup.cfg`` or
-``.git``: every file there that mentions ``warp`` takes part. A file outside any (an installed
-package) brings only the files linted with it, and resolves its imports through its package.
+``.git``; outside any (an installed package, a loose folder of scripts) it is the topmost package
+folder holding the file, or the file's folder. Every file there that mentions ``warp`` takes part,
+whatever the command names: a file linted alone gets the answer its whole project gets.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class Workspace:
 
     @classmethod
     def for_files(cls, linted: list[Path], cache=None) -> Workspace:
-        """The projects of the linted files: every file of a marked root, and the linted files."""
+        """The projects of the linted files: every file of each one's root, and the linted files."""
         files: dict[str, Path] = {}
         eager: set[str] = set()
         roots = {}
@@ -93,11 +94,10 @@ class Workspace:
                 if path in linted_resolved or str(path) in files:
                     continue
                 files[str(path)] = path
-                if root.marked:
-                    raw = _read_bytes(path)
-                    if raw is not None and b"warp" in raw:
-                        eager.add(str(path))
-                        digest.update(f"{path}\0".encode() + hashlib.blake2b(raw, digest_size=16).digest())
+                raw = _read_bytes(path)
+                if raw is not None and b"warp" in raw:
+                    eager.add(str(path))
+                    digest.update(f"{path}\0".encode() + hashlib.blake2b(raw, digest_size=16).digest())
         return cls(files.values(), eager, cache, digest.hexdigest())
 
     def add(self, analysis: FileAnalysis) -> None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -32,6 +33,9 @@ from warp_lint.project.summary import (
 )
 
 MAX_RESOLUTION_DEPTH = 12
+
+
+ANNOTATION_PARTS = re.compile(r"[|\[\],]")  # `wp.HashGrid | None`, `Optional[wp.Mesh]`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -397,6 +401,10 @@ class ProjectIndex:
             found += self._assigned_attributes(cls).get(attribute, [])
         return found
 
+    def assigned_attributes(self, cls: Symbol) -> frozenset[str]:
+        """The attributes the methods of this class (not its bases) assign on `self`."""
+        return frozenset(self._assigned_attributes(cls))
+
     @_memoized(maxsize=8192)
     def _assigned_attributes(self, cls: Symbol) -> dict[str, list[tuple[Symbol, FunctionSummary, Any]]]:
         """Attribute -> its assignments `self.attribute = value` in the methods of this class."""
@@ -435,6 +443,32 @@ class ProjectIndex:
             if found is not None:
                 return found
         return None
+
+    @_memoized(maxsize=16384)
+    def attribute_is_external(self, cls: Symbol, attribute: str) -> bool:
+        """Whether `obj.attribute` of objects of class ``cls`` is a library's object, as far as the
+        code says: the class annotates it with types from outside the project (``wp.HashGrid |
+        None``), or every assignment to it in the class's methods is a call of a library's function
+        (``None`` aside)."""
+        for klass in self.mro(cls):
+            summary = self.class_summary(klass)
+            if summary is not None and attribute in summary.attributes:
+                types = [t.strip() for t in ANNOTATION_PARTS.split(summary.attributes[attribute].strip("'\""))]
+                types = [t for t in types if t and t not in ("None", "Optional", "typing.Optional")]
+                return bool(types) and all(
+                    (found := self.resolve(klass.path, MODULE_SCOPE, t)) is not None and found.kind == "external"
+                    for t in types)
+        calls = 0
+        for method, function, value in self.attribute_value(cls, attribute):
+            if value.literal is None:
+                continue
+            call = next((op for op in function.ops if op.__class__ is CallOp and op.index == value.call), None)
+            callee = self.resolve(method.path, function.qualname, call.func) if call is not None and call.dotted \
+                else None
+            if call is None or not (call.qualified or (callee is not None and callee.kind == "external")):
+                return False
+            calls += 1
+        return calls > 0
 
     def constructed_class(self, path: str, function: FunctionSummary, value) -> Symbol | None:
         """The class whose constructor makes ``value`` (a call in ``function``), else None."""

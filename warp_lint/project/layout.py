@@ -72,12 +72,16 @@ def is_package_init(file: Path) -> bool:
 
 def project_files(root: ProjectRoot) -> list[Path]:
     """Every Python file of the project, in a stable order, skipping the default excludes
-    (virtual environments, build output, caches) and hidden folders."""
+    (virtual environments, build output, caches) and hidden folders. A loose folder (no marker,
+    no package) holds what a script there can import: its own files and the packages below it,
+    not every folder below (a script in ``/tmp`` does not make ``/tmp`` a project)."""
     excluded = set(DEFAULT_EXCLUDE)
+    loose = not root.marked and not (root.path / "__init__.py").exists()
     found: list[Path] = []
     for directory, dirnames, filenames in os.walk(root.path):
         dirnames[:] = sorted(d for d in dirnames if d not in excluded and not d.startswith(".")
-                             and not os.path.islink(os.path.join(directory, d)))
+                             and not os.path.islink(os.path.join(directory, d))
+                             and not (loose and not os.path.exists(os.path.join(directory, d, "__init__.py"))))
         for name in sorted(filenames):
             if name.endswith(".py"):
                 found.append(Path(directory) / name)

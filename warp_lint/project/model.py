@@ -36,7 +36,8 @@ from typing import Callable, Iterable, Iterator
 from warp_lint.host import AUTOGRAD_CHECKS, LAUNCH_FUNCTIONS, TAPE_CLASSES, HostScope, Location, looks_like_tape
 from warp_lint.kernel_facts import KernelFacts
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefinition
-from warp_lint.project.recordings import Recorder
+from warp_lint.project.reach import Reachability
+from warp_lint.project.recordings import OpaqueCall, Recorder
 from warp_lint.project.summary import (
     MODULE_SCOPE,
     NOT_LITERAL,
@@ -81,6 +82,7 @@ class _Launches:
     recorded: dict[Symbol, Reach] = dataclasses.field(default_factory=dict)
     checked: dict[Symbol, Location] = dataclasses.field(default_factory=dict)
     unresolved_recorded: list[Location] = dataclasses.field(default_factory=list)
+    opaque: list[OpaqueCall] = dataclasses.field(default_factory=list)  # calls under a tape not followed
 
 
 @dataclasses.dataclass
@@ -93,6 +95,7 @@ class _Recording:
     followed: set[Symbol]
     launch_symbols: list
     checked: list
+    opaque: list[OpaqueCall]
     files: frozenset[str]
 
 
@@ -239,6 +242,7 @@ class ProjectModel:
             if recording is None or recording.files & dirty:
                 recording = self._record(info, function)
             self._recordings[symbol] = recording
+            launches.opaque.extend(recording.opaque)
             if not recording.records:
                 continue
             scope = recording.scope
@@ -265,7 +269,7 @@ class ProjectModel:
         recorder = Recorder(reading, self.facts_of, self._relevant)
         scope = recorder.record(info, function, self._owner(info, function))
         return _Recording(scope, _records_anything(scope), recorder.followed, recorder.launch_symbols,
-                          recorder.checked, frozenset(reading.files))
+                          recorder.checked, recorder.opaque, frozenset(reading.files))
 
     def _reusable_recordings(self) -> tuple[dict[Symbol, _Recording], frozenset[str]]:
         """The previous model's recordings, and the files whose change makes one of them stale: the
@@ -458,18 +462,64 @@ class ProjectModel:
         if checked is not None:
             return DifferentiationContext(DIFFERENTIATED, f"a gradient check at {_where(checked)} targets it",
                                           launches=sites)
-        if not sites:
-            return DifferentiationContext(UNKNOWN, "the project never launches it", launches=sites)
         unfollowed = set(sites).intersection(launches.unresolved_recorded)
         if unfollowed:
             return DifferentiationContext(UNKNOWN, f"the recorded launch at {_where(min(unfollowed))} runs it, and"
                                                    " the recording could not tell which kernel it is", launches=sites)
-        if launches.unresolved_recorded and self._escapes(symbol):
-            where = _where(launches.unresolved_recorded[0])
-            return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at {where} may run"
-                                                   " it", launches=sites)
-        return DifferentiationContext(FORWARD_ONLY, f"every launch of it ({len(sites)}, first at {_where(sites[0])}) is"
-                                                    " outside any tape recording", launches=sites)
+        for site in sites:
+            call = self._run_under_tape(site)
+            if call is not None:
+                return DifferentiationContext(UNKNOWN, _opaque_reason(site, call), launches=sites)
+        escapes = self._escapes(symbol)
+        if escapes:
+            flowing = [where for where in launches.unresolved_recorded if self._may_flow(symbol, where)]
+            if flowing:
+                return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at"
+                                                       f" {_where(flowing[0])} may run it", launches=sites)
+        if sites:
+            return DifferentiationContext(FORWARD_ONLY, f"every launch of it ({len(sites)}, first at"
+                                                        f" {_where(sites[0])}) is outside any tape recording",
+                                          launches=sites)
+        unnamed = [where for where in self._unnamed_launch_sites if self._may_flow(symbol, where)] if escapes else []
+        if not unnamed:
+            return DifferentiationContext(UNKNOWN, "the project never launches it", launches=sites)
+        for where in unnamed:
+            call = self._run_under_tape(where)
+            if call is not None:
+                return DifferentiationContext(UNKNOWN, _opaque_reason(where, call), launches=sites)
+        return DifferentiationContext(FORWARD_ONLY, f"it is passed around, and every launch that may run it"
+                                                    f" ({len(unnamed)}, first at {_where(unnamed[0])}) is outside any"
+                                                    " tape recording", launches=sites)
+
+    @functools.cached_property
+    def _reachability(self) -> Reachability:
+        return Reachability(self.index, self._warp_files, self.static_callee)
+
+    @functools.cached_property
+    def _run_by_opaque(self) -> dict[tuple[str, str], OpaqueCall]:
+        return self._reachability.run_by_opaque(self._recorded[1].opaque)
+
+    def _run_under_tape(self, location: Location) -> OpaqueCall | None:
+        """The unfollowed recorded call that may run the function holding ``location``, if any."""
+        if not self._run_by_opaque:
+            return None
+        function = self._reachability.enclosing(location)
+        return self._run_by_opaque.get((location.path, function.qualname)) if function is not None else None
+
+    def _may_flow(self, kernel: Symbol, location: Location) -> bool:
+        """Whether a kernel passed around may reach the launch at ``location``: the launch takes its
+        kernel from its callers, or a module that names it (its own included) is related to the
+        launch's (``Reachability``)."""
+        if self._reachability.open_launch(location):
+            return True
+        factory, made, _ = kernel.qualname.rpartition(".<locals>.")
+        names = (kernel.qualname.rsplit(".", 1)[-1],) + ((factory.rsplit(".", 1)[-1],) if made else ())
+        named = {Symbol("function", kernel.module, factory, kernel.path) if made else kernel}
+        # Where its name means it: another module's `simulate` is another kernel.
+        holders = {(kernel.path, MODULE_SCOPE)} | {
+            (path, scope) for name in names for path, scope in self._naming.get(name, ())
+            if self.index.resolve(path, scope, name) in named}
+        return any(self._reachability.related(path, location.path, scope) for path, scope in holders)
 
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
@@ -712,9 +762,20 @@ class ProjectModel:
         """Where the project launches ``kernel`` (resolved without a caller)."""
         return self._launch_sites.get(kernel, ())
 
-    @functools.cached_property
+    @property
     def _launch_sites(self) -> dict[Symbol, tuple[Location, ...]]:
+        return self._all_launch_sites[0]
+
+    @property
+    def _unnamed_launch_sites(self) -> tuple[Location, ...]:
+        """Launches whose kernel the code does not name statically (a value passed in, picked from
+        a container): each may run any kernel that is passed around and reaches it."""
+        return self._all_launch_sites[1]
+
+    @functools.cached_property
+    def _all_launch_sites(self) -> tuple[dict[Symbol, tuple[Location, ...]], tuple[Location, ...]]:
         sites: dict[Symbol, list[Location]] = {}
+        unnamed: list[Location] = []
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
@@ -726,10 +787,13 @@ class ProjectModel:
                 found.reads = read
                 self._file_sites[info.path] = found
             for symbol, location in found.sites:
-                sites.setdefault(symbol, []).append(location)
-        return {symbol: tuple(found) for symbol, found in sites.items()}
+                if symbol is None:
+                    unnamed.append(location)
+                else:
+                    sites.setdefault(symbol, []).append(location)
+        return {symbol: tuple(found) for symbol, found in sites.items()}, tuple(unnamed)
 
-    def _sites_in(self, info: ModuleInfo, summary: FileSummary) -> list[tuple[Symbol, Location]]:
+    def _sites_in(self, info: ModuleInfo, summary: FileSummary) -> list[tuple[Symbol | None, Location]]:
         found = []
         for function in summary.functions.values():
             if not function.words & _LAUNCH_WORDS:
@@ -737,7 +801,7 @@ class ProjectModel:
             for op in function.ops:
                 if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS:
                     symbol = self.static_value(info, function, op.argument(0, "kernel"))
-                    if symbol is not None and symbol.kind == "warp":
+                    if symbol is None or symbol.kind == "warp":
                         found.append((symbol, Location.of(info.path, op.loc)))
         return found
 
@@ -814,6 +878,11 @@ class ProjectModel:
                         if op.__class__ is CallOp:
                             for argument in op.args:
                                 for name in argument.value.names & names:
+                                    naming.setdefault(name, set()).add((info.path, MODULE_SCOPE))
+                        elif op.__class__ is AssignOp:  # `registry.KERNELS["k"] = k`, not `__all__`'s strings
+                            for _, value in op.pairs:
+                                held = value.names if value is not None and value.literal is NOT_LITERAL else set()
+                                for name in held & names:
                                     naming.setdefault(name, set()).add((info.path, MODULE_SCOPE))
             for value in summary.values.values():
                 held = value.value.names if value.literal is NOT_LITERAL else set()  # `__all__`'s strings hold none
@@ -1041,6 +1110,11 @@ def _is_name(code: str) -> bool:
 def _scope_of(function: FunctionSummary) -> str:
     head, separator, _ = function.qualname.rpartition(".<locals>.")
     return head if separator else MODULE_SCOPE
+
+
+def _opaque_reason(site: Location, call: OpaqueCall) -> str:
+    return (f"its launch at {_where(site)} may run under the tape through `{call.code}(...)` at"
+            f" {_where(call.location)}, a call the recording could not follow")
 
 
 def _where(location: Location) -> str:

@@ -14,6 +14,7 @@ turn. Depth and size are bounded; past the bounds a call is not followed.
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import re
 from typing import Callable
@@ -60,6 +61,7 @@ from warp_lint.project.summary import (
     WithOp,
 )
 
+BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_CALL_DEPTH = 8
 MAX_EVENTS = 10_000
 # A name in an element's index (not an attribute, not already a key).
@@ -102,6 +104,16 @@ class Frame:
         return self.info.path
 
 
+@dataclasses.dataclass(frozen=True)
+class OpaqueCall:
+    """A call made while a tape records that the recording could not follow."""
+
+    name: str  # the name of the project functions it may run (a method's, or `__call__`)
+    location: Location
+    code: str  # the callee's code, for messages
+    attribute: str | None = None  # `a.b.m(...)`: the attribute holding the object (`b`)
+
+
 @dataclasses.dataclass
 class RecordedLaunch:
     """A launch seen in a recording, for the differentiation contexts."""
@@ -133,10 +145,15 @@ class Recorder:
         self.launches: list[Launch] = []
         self.launch_symbols: list[tuple[Symbol | None, HostEvent]] = []
         self.checked: list[tuple[Symbol | None, HostEvent]] = []  # gradcheck / jacobian targets
+        # Calls made while a tape records that were not followed and may run project code: what
+        # they may run is recorded too, unseen (see project.reach).
+        self.opaque: list[OpaqueCall] = []
         self.paths: dict[str, str] = {}  # "key.attribute" -> the key it is bound to
         self.symbols: dict[str, Symbol] = {}  # key -> the definition it holds
         self.types: dict[str, Symbol] = {}  # key -> the class of the object it holds
         self.tape_keys: set[str] = set()
+        self.allocated: set[str] = set()  # keys of arrays a Warp allocation made
+        self.external: set[str] = set()  # keys of objects a library's call made (`wp.get_device()`)
         self.active: list[Symbol] = []  # the functions being run, for recursion
         self.followed: set[Symbol] = set()  # every function whose operations ran in this recording
         self.next_id = 0
@@ -385,6 +402,12 @@ class Recorder:
         owner = self.key(frame, head) if head and HEAD.fullmatch(code) else ""
         alias = result.key if (value is not None and (value.plain or value.call is not None)) else None
         key = self.bind(frame, code, alias)
+        if allocation is not None:
+            self.allocated.add(key)
+        elif self._library_value(frame, value, call):
+            self.external.add(key)
+        else:
+            self.external.discard(key)
         if result.symbol is not None:
             self.symbols[key] = result.symbol
         if result.instance is not None:
@@ -474,6 +497,12 @@ class Recorder:
         followed = self.follow_call(frame, op)
         if followed is not None:
             return followed
+        if self.region_stack:
+            name = self._opaque_name(frame, op)
+            if name is not None:
+                head, dot, attribute = (op.receiver or "").rpartition(".")
+                held = attribute if dot and HEAD.fullmatch(op.receiver or "") else None
+                self.opaque.append(OpaqueCall(name, Location.of(frame.path, op.loc), op.func, held))
         if op.receiver is not None:
             receiver = op.receiver
             key = self.key(frame, receiver)
@@ -495,7 +524,13 @@ class Recorder:
                 return None
             target = self.index.member(receiver.symbol, op.method) if receiver.symbol is not None else None
         else:
-            target = self._resolve(frame, op.func).symbol
+            called = self._resolve(frame, op.func)
+            target = called.symbol
+            if target is None and called.instance is not None:  # `model(x)`: its class's `__call__`
+                method = self.index.method(called.instance, "__call__")
+                if method is not None and self._worth_following(method):
+                    return self._follow(frame, op, method, called, op.args)
+                return None
         if target is None:
             return None
         if target.kind == "function":
@@ -515,6 +550,55 @@ class Recorder:
         if target.kind == "warp":
             return Result(None, target)
         return None
+
+    def _opaque_name(self, frame: Frame, op: CallOp) -> str | None:
+        """The name of the project functions an unfollowed call may run: the method's name for
+        ``obj.m(...)`` on an object the recording cannot type, ``__call__`` for a call of a value
+        (``model(x)``, ``layers[i](x)``); None where it runs nothing of the project (a library's
+        function, a builtin, a tape's or an array's method, a definition it did not follow)."""
+        if not op.dotted:
+            return "__call__"
+        if op.receiver is not None:
+            receiver = self._resolve(frame, op.receiver)
+            if receiver.symbol is not None or receiver.instance is not None or receiver.key in self.tape_keys:
+                return None  # a module's, a class's or a typed object's member: resolved or external
+            if receiver.key in self.allocated or self._library_object(frame, op.receiver):
+                return None  # an array's method, a library object's
+            return op.method
+        head = op.func.split(".", 1)[0]
+        if head in frame.names or head in frame.function.local_names:
+            resolved = self._resolve(frame, op.func)
+            return "__call__" if resolved.symbol is None else None
+        return None
+
+    def _library_value(self, frame: Frame, value: Value | None, call: CallOp | None) -> bool:
+        """Whether a value is an object no project code defines: a display (``{}``, ``[...]``), a
+        builtin's result (``dict(...)``), a library call's (``wp.get_device()``, ``np.zeros(3)``)."""
+        if value is not None and value.call is None and value.code[:1] in "{[(" and not value.plain:
+            return True
+        if call is None:
+            return False
+        if call.qualified:
+            return True
+        resolved = self._resolve(frame, call.func).symbol if call.dotted else None
+        if resolved is None:
+            return call.dotted and "." not in call.func and call.func in BUILTIN_NAMES and \
+                call.func not in frame.function.local_names
+        return resolved.kind == "external"
+
+    def _library_object(self, frame: Frame, code: str) -> bool:
+        """Whether ``code`` names an object a library made: a local bound to a library call's result,
+        or an attribute of a project object that its class types or fills from a library."""
+        match = HEAD.match(code)
+        parts = match.group(0).split(".") if match is not None else []
+        for length in range(1, len(parts) + 1):
+            prefix = self._resolve(frame, ".".join(parts[:length]))
+            if prefix.key in self.external or (prefix.symbol is not None and prefix.symbol.kind == "external"):
+                return True
+            if length < len(parts) and prefix.instance is not None and \
+                    self.index.attribute_is_external(prefix.instance, parts[length]):
+                return True
+        return False
 
     def _worth_following(self, target: Symbol) -> bool:
         return self.relevant is None or bool(self.regions) or target in self.relevant

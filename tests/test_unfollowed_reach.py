@@ -1,0 +1,424 @@
+"""What a call or launch the recordings cannot follow may reach (``warp_lint.project.reach``), and
+a file linted alone answering as its whole project does.
+
+Each program is linted with the real command line and, where the test claims a gradient, run:
+``tests/measured/measure_programs.py`` compares the tape's gradient with central differences of the
+program's loss on the CPU, in one child process for the whole module.
+
+- ``callable-model``: a model run as ``layer(x, y)`` (``__call__``) on a value the recording cannot
+  type launches a kernel whose dynamic loop multiplies a local by itself. The launch may run under
+  the tape, so the kernel is *unknown*, never forward-only: its WL104 is reported, and the gradient
+  is measured wrong. Its twin accumulates with ``+=``: no finding, and the gradient matches.
+- ``scripts``: a folder of scripts that import nothing of each other. One records a launch of a
+  kernel it picks from its own registry (the model cannot name it); another launches an optimizer
+  step, picked from a list, after ``backward()``. The step is forward-only (its in-place update is
+  not reported) and the tape's gradient is right. When the second script imports the first, the
+  registry's recorded launch may run the step, and it is reported again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from warp_lint.cli import main as warp_lint
+
+MEASURE_PROGRAMS = Path(__file__).parent / "measured" / "measure_programs.py"
+
+LAYER = """
+import warp as wp
+
+
+@wp.kernel
+def sine_series(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    s = float(0.0)
+    for k in range(i + 2):
+        {update}
+    y[i] = s
+
+
+class SineSeries:
+    def __init__(self, n):
+        self.n = n
+
+    def __call__(self, x, y):
+        wp.launch(sine_series, self.n, inputs=[x], outputs=[y])
+"""
+
+TRAIN_LAYER = """
+import numpy as np
+import warp as wp
+from layer import SineSeries
+
+LAYERS = {"sine": SineSeries}
+
+
+def loss_and_grad(layer, x, y):
+    tape = wp.Tape()
+    with tape:
+        layer(x, y)
+    tape.backward(grads={y: wp.ones(y.shape[0], dtype=float)})
+    return x.grad
+
+
+def main(values):
+    layer = LAYERS["sine"](len(values))
+    x = wp.array(values, dtype=float, requires_grad=True)
+    y = wp.zeros(len(values), dtype=float, requires_grad=True)
+    grad = loss_and_grad(layer, x, y)
+    return float(np.sum(y.numpy())), grad.numpy().copy()
+"""
+
+# The same model built where the tape is: the recording types it and follows its `__call__`.
+TRAIN_TYPED = TRAIN_LAYER.replace('layer = LAYERS["sine"](len(values))', "layer = SineSeries(len(values))").replace(
+    "    grad = loss_and_grad(layer, x, y)\n", """    tape = wp.Tape()
+    with tape:
+        layer(x, y)
+    tape.backward(grads={y: wp.ones(y.shape[0], dtype=float)})
+    grad = x.grad
+""")
+
+HAZARD_UPDATE = "s = s * wp.sin(x[i]) + x[i]  # expect: WL104"
+TWIN_UPDATE = "s += wp.sin(x[i]) * x[i]"
+
+REGISTRY_SCRIPT = """
+import warp as wp
+
+KERNELS = {}
+
+
+@wp.kernel
+def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * 2.0
+
+
+KERNELS["double"] = double
+
+
+def run(name):
+    x = wp.ones(4, dtype=float, requires_grad=True)
+    y = wp.zeros(4, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(KERNELS[name], 4, inputs=[x], outputs=[y])
+    tape.backward(grads={y: wp.ones(4, dtype=float)})
+
+
+if __name__ == "__main__":
+    run("double")
+"""
+
+TRAIN_SCRIPT = """
+import numpy as np
+import warp as wp
+{imports}
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+@wp.kernel
+def descend(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = x[i] - 0.01 * g[i] * x[i]{marker}
+
+
+UPDATES = [descend]
+
+
+def main(values):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    y = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, len(values), inputs=[x], outputs=[y])
+    tape.backward(grads={{y: wp.ones(len(values), dtype=float)}})
+    gradient = x.grad.numpy().copy()
+    loss = float(np.sum(y.numpy()))
+    for update in UPDATES:
+        wp.launch(update, len(values), inputs=[x, x.grad])
+    return loss, gradient
+"""
+
+
+OBSERVERS = """
+import warp as wp
+
+
+@wp.kernel
+def highlight(c: wp.array(dtype=float)):
+    i = wp.tid()
+    c[i] = c[i] * c[i]{marker}
+
+
+class Picker:
+    def update(self, c):
+        wp.launch(highlight, c.shape[0], inputs=[c])
+
+    def build(self, c):
+        self.update(c)
+
+
+class Observers:
+    def __init__(self):
+        self.layouts = {{}}
+        self.grid = wp.HashGrid(8, 8, 8)
+        self.picker = Picker()
+
+
+def step(observers, c, loss):
+    tape = wp.Tape()
+    with tape:
+        {call}
+    tape.backward(loss)
+
+
+def render(c):
+    Picker().update(c)
+"""
+
+
+def _write(folder: Path, files: dict[str, str]) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(f"[project]\nname = '{folder.name}'\n")  # a project of its own
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text).lstrip())
+    return folder
+
+
+PROGRAMS = {
+    "callable-model-hazard": {"layer.py": LAYER.format(update=HAZARD_UPDATE), "train.py": TRAIN_LAYER},
+    "typed-callable-model": {"layer.py": LAYER.format(update=HAZARD_UPDATE), "train.py": TRAIN_TYPED},
+    "callable-model-twin": {"layer.py": LAYER.format(update=TWIN_UPDATE), "train.py": TRAIN_LAYER},
+    "scripts": {"registry.py": REGISTRY_SCRIPT, "train.py": TRAIN_SCRIPT.format(imports="", marker="")},
+    "scripts-importing": {"registry.py": REGISTRY_SCRIPT,
+                          "train.py": TRAIN_SCRIPT.format(imports="import registry\n", marker="  # expect: WL102")},
+}
+# A method called under a tape on an object held in an attribute: only the classes that attribute
+# holds may run. A dict's `update` and a hash grid's `build` run nothing of the project, so the
+# picker's kernel stays forward-only; the picker's own `update` may record it.
+PROGRAMS.update({
+    "held-dict": {"observers.py": OBSERVERS.format(marker="", call='observers.layouts.update({"c": c})')},
+    "held-library-object": {"observers.py": OBSERVERS.format(marker="", call="observers.grid.build(c, 1.0)")},
+    "held-project-object": {"observers.py": OBSERVERS.format(marker="  # expect: WL102",
+                                                             call="observers.picker.update(c)")},
+})
+# A kernel registered in a third module's container and launched from it by a module that never
+# imports the kernel's: the registry relates them, so the recorded launch may run the kernel (its
+# own launch, outside any tape, would make it forward-only otherwise).
+PROGRAMS["registry-channel"] = {
+    "registry.py": "KERNELS = {}\n",
+    "kernels.py": """
+        import warp as wp
+
+        import registry
+
+
+        @wp.kernel
+        def square_in_place(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = x[i] * x[i]  # expect: WL102
+
+
+        registry.KERNELS["square"] = square_in_place
+        """,
+    "warm.py": """
+        import warp as wp
+
+        from kernels import square_in_place
+
+
+        def warm_up(x):
+            wp.launch(square_in_place, x.shape[0], inputs=[x])
+        """,
+    "launcher.py": """
+        import warp as wp
+
+        import registry
+
+
+        def run(name, x, loss):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(registry.KERNELS[name], x.shape[0], inputs=[x])
+            tape.backward(loss)
+        """,
+}
+MEASURED = ("callable-model-hazard", "callable-model-twin", "scripts")
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("unfollowed")
+    return {name: _write(root / name, files) for name, files in PROGRAMS.items()}
+
+
+def _findings(target: Path, tmp_path: Path) -> list[tuple[str, int, str]]:
+    return sorted((Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in _report(target, tmp_path))
+
+
+def _expected(folder: Path) -> list[tuple[str, int, str]]:
+    return sorted((path.name, number, line.rsplit("# expect: ", 1)[1].strip())
+                  for path in folder.glob("*.py")
+                  for number, line in enumerate(path.read_text().splitlines(), 1) if "# expect: " in line)
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_findings_are_the_expected_ones(name, folders, tmp_path):
+    folder = folders[name]
+    assert _findings(folder, tmp_path) == _expected(folder)
+
+
+def test_a_kernel_only_a_callable_under_a_tape_launches_is_unknown_and_says_why(folders, capsys):
+    warp_lint(["explain", "--no-cache", str(folders["callable-model-hazard"] / "layer.py") + ":5"])
+    out = capsys.readouterr().out
+    assert "unknown" in out and "`layer(...)` at train.py:11" in out and "could not follow" in out
+
+
+def test_a_typed_model_called_under_a_tape_is_followed_into_its_call_method(folders, capsys):
+    warp_lint(["explain", "--no-cache", str(folders["typed-callable-model"] / "layer.py") + ":5"])
+    out = capsys.readouterr().out
+    assert "differentiated" in out and "through `SineSeries.__call__`" in out
+
+
+def test_a_step_picked_from_a_list_after_backward_is_forward_only(folders, capsys):
+    warp_lint(["explain", "--no-cache", str(folders["scripts"] / "train.py") + ":12"])
+    out = capsys.readouterr().out
+    assert "forward-only" in out and "every launch that may run it" in out
+
+
+@pytest.fixture(scope="module")
+def measured(folders, tmp_path_factory) -> dict[str, dict]:
+    pytest.importorskip("warp")
+    manifest = tmp_path_factory.mktemp("manifest") / "programs.json"
+    manifest.write_text(json.dumps([{"id": name, "folder": str(folders[name]), "entry": "train",
+                                     "values": [0.3, 0.7, 1.1, 0.9]} for name in MEASURED]))
+    run = subprocess.run([sys.executable, str(MEASURE_PROGRAMS), str(manifest)], capture_output=True, text=True,
+                         timeout=600, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {result["id"]: result for result in results if "id" in result}
+
+
+@pytest.mark.parametrize(("name", "verdict"), [("callable-model-hazard", "wrong"), ("callable-model-twin", "match"),
+                                               ("scripts", "match")])
+def test_the_gradient_is_as_the_findings_say(name, verdict, measured):
+    assert measured[name]["verdict"] == verdict, measured[name]
+
+
+# -- a file linted alone answers as its project does -------------------------------------------------
+
+# An installed package: no pyproject.toml, setup.py or .git above it; its root is its topmost package.
+PACKAGE = {
+    "__init__.py": "from .train import fit\n",
+    "kernels.py": """
+        import warp as wp
+
+
+        @wp.kernel
+        def stretch(x: wp.array(dtype=float), rest: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = x[i] * x[i] - rest[i]
+
+
+        @wp.kernel
+        def shade(depth: wp.array(dtype=float)):
+            i = wp.tid()
+            depth[i] = depth[i] * depth[i]
+        """,
+    "train.py": """
+        import warp as wp
+
+        from .kernels import stretch
+
+
+        def fit(x, rest, loss):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(stretch, x.shape[0], inputs=[x, rest])
+            tape.backward(loss)
+            return x.grad
+        """,
+    "render.py": """
+        import warp as wp
+
+        from .kernels import shade
+
+
+        def render(depth):
+            wp.launch(shade, depth.shape[0], inputs=[depth])
+        """,
+}
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("installed") / "softsim"
+    folder.mkdir()
+    for name, text in PACKAGE.items():
+        (folder / name).write_text(textwrap.dedent(text).lstrip())
+    return folder
+
+
+def _report(target: Path, tmp_path: Path) -> list[dict]:
+    report = tmp_path / "report.json"
+    warp_lint(["check", "--output-format", "json", "--no-cache", "--exit-zero", "--quiet",
+               "--target-warp-version", "1.19.0", "--output-file", str(report), str(target)])
+    return json.loads(report.read_text())
+
+
+def _by_file(findings: list[dict]) -> dict[str, list[tuple]]:
+    found: dict[str, list[tuple]] = {}
+    for f in findings:
+        context = f.get("differentiation_context") or {}
+        found.setdefault(str(Path(f["filename"]).resolve()), []).append(
+            (f["location"]["row"], f["code"], f["message"], context.get("state"), context.get("reason")))
+    return found
+
+
+def _assert_alone_as_together(folder: Path, tmp_path: Path, capsys) -> list[dict]:
+    together = _report(folder, tmp_path)
+    by_file = _by_file(together)
+    for path in sorted(folder.glob("*.py")):
+        alone = _by_file(_report(path, tmp_path)).get(str(path.resolve()), [])
+        assert alone == by_file.get(str(path.resolve()), []), path.name
+    for finding in together:  # explain names the context the project run gave
+        context = finding["differentiation_context"]
+        warp_lint(["explain", "--no-cache", f"{finding['filename']}:{finding['location']['row']}"])
+        assert f"): {context['state']}\n  because {context['reason']}" in capsys.readouterr().out
+    return together
+
+
+def test_a_file_of_an_installed_package_linted_alone_answers_as_the_package(package, tmp_path, capsys):
+    together = _assert_alone_as_together(package, tmp_path, capsys)
+    # The differentiated kernel is reported from kernels.py alone too; the renderer's is forward-only.
+    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in together] == [
+        ("kernels.py", 7, "WL102")]
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_a_file_of_a_program_linted_alone_answers_as_its_folder(name, folders, tmp_path, capsys):
+    _assert_alone_as_together(folders[name], tmp_path, capsys)
+
+
+def test_a_loose_folder_holds_its_scripts_and_the_packages_below_it(tmp_path):
+    """No marker file and no package: the project is what a script there can import."""
+    from warp_lint.project.layout import find_root, project_files
+
+    for name in ("train.py", "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/mod.py", "runs/old/train.py"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("import warp as wp\n")
+    root = find_root(tmp_path / "train.py")
+    assert root.path == tmp_path.resolve() and not root.marked
+    assert sorted(p.relative_to(tmp_path.resolve()).as_posix() for p in project_files(root)) == [
+        "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/mod.py", "train.py"]
