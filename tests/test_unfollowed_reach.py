@@ -254,7 +254,52 @@ PROGRAMS["registry-channel"] = {
             tape.backward(loss)
         """,
 }
-MEASURED = ("callable-model-hazard", "callable-model-twin", "scripts")
+# A func reached only through a func with its own `@wp.func_grad`: its adjoint never runs, so its
+# dynamic loop cannot make the gradient wrong. Without the custom adjoint, the same loop does.
+POWER = """
+import numpy as np
+import warp as wp
+
+
+@wp.func
+def power(x: float, n: int):
+    y = x
+    for k in range(n):
+        y = y * x{marker}
+    return y
+
+
+@wp.func
+def smooth_power(x: float, n: int):
+    return power(x, n)
+
+{custom}
+
+@wp.kernel
+def apply(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    b[i] = smooth_power(a[i], n)
+
+
+def main(values):
+    a = wp.array(values, dtype=float, requires_grad=True)
+    b = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(apply, len(values), inputs=[a, b, 2])
+    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
+    return float(np.sum(b.numpy())), a.grad.numpy().copy()
+"""
+CUSTOM_ADJOINT = """
+@wp.func_grad(smooth_power)
+def adj_smooth_power(x: float, n: int, adj_ret: float):
+    wp.adjoint[x] += adj_ret * float(n + 1) * wp.pow(x, float(n))
+"""
+PROGRAMS.update({
+    "custom-adjoint": {"train.py": POWER.format(marker="", custom=CUSTOM_ADJOINT)},
+    "no-custom-adjoint": {"train.py": POWER.format(marker="  # expect: WL104", custom="")},
+})
+MEASURED = ("callable-model-hazard", "callable-model-twin", "scripts", "custom-adjoint", "no-custom-adjoint")
 
 
 @pytest.fixture(scope="module")
@@ -311,7 +356,8 @@ def measured(folders, tmp_path_factory) -> dict[str, dict]:
 
 
 @pytest.mark.parametrize(("name", "verdict"), [("callable-model-hazard", "wrong"), ("callable-model-twin", "match"),
-                                               ("scripts", "match")])
+                                               ("scripts", "match"), ("custom-adjoint", "match"),
+                                               ("no-custom-adjoint", "wrong")])
 def test_the_gradient_is_as_the_findings_say(name, verdict, measured):
     assert measured[name]["verdict"] == verdict, measured[name]
 
@@ -422,3 +468,23 @@ def test_a_loose_folder_holds_its_scripts_and_the_packages_below_it(tmp_path):
     assert root.path == tmp_path.resolve() and not root.marked
     assert sorted(p.relative_to(tmp_path.resolve()).as_posix() for p in project_files(root)) == [
         "pkg/__init__.py", "pkg/sub/__init__.py", "pkg/sub/mod.py", "train.py"]
+
+
+def test_the_summary_counts_the_forward_only_findings_it_leaves_out(folders, tmp_path, capsys):
+    folder = folders["scripts"]
+    warp_lint(["check", "--no-cache", str(folder)])
+    assert capsys.readouterr().out.endswith(
+        "All checks passed!\n1 finding in code no tape differentiates (forward-only) is not shown:"
+        " `--report-forward-only` shows it, `warp-lint explain PATH:LINE` says why.\n")
+    warp_lint(["check", "--no-cache", "--report-forward-only", "--output-format", "concise", str(folder)])
+    out = capsys.readouterr().out
+    assert "train.py:14:5: WL102" in out and "not shown" not in out
+    # A finding its author suppressed is not counted as hidden.
+    copy = tmp_path / "scripts"
+    copy.mkdir()
+    for path in folder.iterdir():
+        text = path.read_text()
+        (copy / path.name).write_text(text.replace("* x[i]\n", "* x[i]  # noqa: WL102\n") if path.name == "train.py"
+                                      else text)
+    warp_lint(["check", "--no-cache", str(copy)])
+    assert capsys.readouterr().out == "All checks passed!\n"

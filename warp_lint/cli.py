@@ -197,6 +197,7 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
             files_checked=len(files), fixed=fixed, fix_mode=arguments.fix, unsafe_fixes=arguments.unsafe_fixes,
             color=use_color(arguments.color, stream) and output_format in ("text", "concise"),
             statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules(),
+            hidden_forward_only=sum(r.hidden_forward_only for r in results),
         )
         renderers()[output_format](report, stream)
     finally:

@@ -61,6 +61,9 @@ class FileResult:
     findings: list[Finding]
     source: SourceFile | None = None
     internal_error: str | None = None
+    # Kernel findings left out because no recording differentiates their code (forward-only), and
+    # no suppression comment hides them: what `--report-forward-only` would add.
+    hidden_forward_only: int = 0
 
 
 class InternalError(Exception):
@@ -208,9 +211,12 @@ def _recursion_limit(limit: int):
         sys.setrecursionlimit(previous)
 
 
-def finalize(source: SourceFile | None, path: str, findings: list[Finding], settings: FileSettings) -> FileResult:
-    """Suppressions, unused suppressions and order: the last step of every file's findings."""
-    if not findings and not settings.report_unused_noqa:
+def finalize(source: SourceFile | None, path: str, findings: list[Finding], settings: FileSettings,
+             forward_only: list[Finding] = ()) -> FileResult:
+    """Suppressions, unused suppressions and order: the last step of every file's findings.
+    ``forward_only``: the findings the differentiation context leaves out, counted where no
+    suppression comment would hide them anyway."""
+    if not findings and not forward_only and not settings.report_unused_noqa:
         return FileResult(path, [], source)
     # Unused suppressions are reported from every directive; otherwise only the findings' lines matter.
     only_lines = None if settings.report_unused_noqa else {finding.start.line for finding in findings}
@@ -223,7 +229,10 @@ def finalize(source: SourceFile | None, path: str, findings: list[Finding], sett
     if settings.report_unused_noqa and source is not None:
         kept.extend(_unused_noqa(source, directives, set(settings.rule_codes)))
     kept.sort(key=Finding.sort_key)
-    return FileResult(path, kept, source)
+    if forward_only and source is not None and not directives:
+        directives = suppression.parse_directives(source.text, {finding.start.line for finding in forward_only})
+    hidden = sum(1 for finding in forward_only if not suppression.covers(directives, finding.start.line, finding.code))
+    return FileResult(path, kept, source, hidden_forward_only=hidden)
 
 
 def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Finding]:

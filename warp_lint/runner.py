@@ -186,19 +186,19 @@ def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings]
         run_key = ResultsCache.run_key([k if isinstance(k, tuple) else repr(k) for k in keys],
                                        workspace.context_digest)
         cached = cache.get_blob(run_key)
-        if isinstance(cached, list) and len(cached) == len(files):
-            return [_result(path, findings) for path, findings in cached], [], workspace
+        if isinstance(cached, list) and len(cached) == len(files) and all(len(entry) == 3 for entry in cached):
+            return [_result(*entry) for entry in cached], [], workspace
     analyses, internal_errors = analyse_files(files, settings_for, jobs, cache, progress, keys, workspace)
     if progress and len(files) > 50:
         progress(f"following recordings across {len(files)} files")
     with _analyses_frozen():
         results = workspace.results(analyses, settings_for)
     if run_key is not None and not internal_errors and len(results) == len(files):
-        cache.put_blob(run_key, [(r.path, r.findings) for r in results])
+        cache.put_blob(run_key, [(r.path, r.findings, r.hidden_forward_only) for r in results])
     return results, internal_errors, workspace
 
 
-def _result(path: str, findings: list) -> FileResult:
+def _result(path: str, findings: list, hidden_forward_only: int) -> FileResult:
     """A result read from the cache: the text is read again only where there are findings to show."""
     source = None
     if findings:
@@ -206,7 +206,7 @@ def _result(path: str, findings: list) -> FileResult:
             source = decode_source(path, Path(path).read_bytes())
         except (OSError, SourceError):
             source = None
-    return FileResult(path, findings, source)
+    return FileResult(path, findings, source, hidden_forward_only=hidden_forward_only)
 
 
 def _dependencies_unchanged(analysis: FileAnalysis) -> bool:

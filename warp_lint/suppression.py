@@ -50,11 +50,14 @@ def parse_directives(text: str, only_lines: set[int] | None = None) -> dict[int,
     return found
 
 
-def is_suppressed(directives: dict[int, Directive], line: int, code: str) -> bool:
+def covers(directives: dict[int, Directive], line: int, code: str) -> bool:
+    """Whether a directive on ``line`` names ``code`` (or is bare), without counting it as used."""
     directive = directives.get(line)
-    if directive is None:
-        return False
-    if directive.codes is None or code in directive.codes:
-        directive.used.add(code)
+    return directive is not None and (directive.codes is None or code in directive.codes)
+
+
+def is_suppressed(directives: dict[int, Directive], line: int, code: str) -> bool:
+    if covers(directives, line, code):
+        directives[line].used.add(code)
         return True
     return False

@@ -377,13 +377,15 @@ class Workspace:
         results = []
         for analysis in analyses:
             file_settings = settings[analysis.path]
-            findings = [f for f in (self.in_context(f, file_settings) for f in analysis.findings) if f is not None]
+            placed = [(f, self.in_context(f, file_settings)) for f in analysis.findings]
+            findings = [f for _, f in placed if f is not None]
+            forward_only = [original for original, f in placed if f is None]
             findings += [f for f in host.get(analysis.path, ()) if f.code in file_settings.rule_codes
                          and versions.overlaps(f.affected_versions, file_settings.target_version)]
             source = analysis.source
-            if source is None and (findings or file_settings.report_unused_noqa):
+            if source is None and (findings or forward_only or file_settings.report_unused_noqa):
                 source = self._read(analysis.path)
-            results.append(finalize(source, analysis.path, findings, file_settings))
+            results.append(finalize(source, analysis.path, findings, file_settings, forward_only))
         return results
 
     def in_context(self, finding: Finding, settings: FileSettings) -> Finding | None:

@@ -113,6 +113,7 @@ class ProjectIndex:
         self.modules: dict[str, list[ModuleInfo]] = {}
         self.by_path: dict[str, ModuleInfo] = {}
         self._resolving: set[tuple[str, str]] = set()
+        self._package_tops: dict = {}  # folder -> its topmost package (``module_name``)
         for file in files:
             self.add_file(file)
 
@@ -120,7 +121,7 @@ class ProjectIndex:
         key = str(file)
         info = self.by_path.get(key)
         if info is None:
-            info = ModuleInfo(module_name(file), key, is_package_init(file))
+            info = ModuleInfo(module_name(file, self._package_tops), key, is_package_init(file))
             self.by_path[key] = info
             self.modules.setdefault(info.name, []).append(info)
         return info

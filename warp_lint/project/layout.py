@@ -54,11 +54,19 @@ def package_top(folder: Path) -> Path:
     return top or folder
 
 
-def module_name(file: Path) -> str:
-    """``pkg.sub.mod`` for ``.../pkg/sub/mod.py`` (``pkg.sub`` for its ``__init__.py``)."""
+def module_name(file: Path, tops: dict[Path, tuple[Path, bool]] | None = None) -> str:
+    """``pkg.sub.mod`` for ``.../pkg/sub/mod.py`` (``pkg.sub`` for its ``__init__.py``). ``tops``
+    remembers each folder's topmost package across the calls of one index (a project's thousand
+    files sit in a hundred folders)."""
     file = file.resolve()
-    top = package_top(file.parent)
-    if not (top / "__init__.py").exists():
+    found = tops.get(file.parent) if tops is not None else None
+    if found is None:
+        top = package_top(file.parent)
+        found = (top, (top / "__init__.py").exists())
+        if tops is not None:
+            tops[file.parent] = found
+    top, is_package = found
+    if not is_package:
         return file.stem
     parts = list(file.relative_to(top.parent).with_suffix("").parts)
     if parts[-1] == "__init__":

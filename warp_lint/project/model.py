@@ -524,7 +524,7 @@ class ProjectModel:
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
         made = self._made_callers(func, definition.summary.name)
-        known = [(caller, self.context_of(definition)) for caller, definition in callers + (made or [])]
+        known = [(caller, self._through(caller, definition)) for caller, definition in callers + (made or [])]
         for caller, context in known:
             if context.state == DIFFERENTIATED:
                 return DifferentiationContext(DIFFERENTIATED, f"`{caller.qualname}` calls it, {context.reason}",
@@ -535,10 +535,22 @@ class ProjectModel:
                                                    " outside the project)")
         if known and all(context.state == FORWARD_ONLY for _, context in known):
             names = ", ".join(f"`{c.qualname}`" for c, _ in known[:3]) + (" ..." if len(known) > 3 else "")
-            return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names})")
+            why = f": {known[0][1].reason}" if len(known) == 1 else ""
+            return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names}){why}")
         if not known:
             return DifferentiationContext(UNKNOWN, "no kernel of the project calls it")
         return DifferentiationContext(UNKNOWN, "some callers' context is unknown")
+
+    def _through(self, caller: Symbol, definition: WarpDefinition) -> DifferentiationContext:
+        """The context a caller passes on to what it calls: its own, but a func whose adjoint is
+        never its body's (a `@wp.func_grad` replaces it, or its backward is off) differentiates
+        nothing it calls."""
+        if definition.kind in ("func", "func_native"):
+            facts = self.facts_of(caller)
+            if facts is not None and not facts.differentiable:
+                return DifferentiationContext(FORWARD_ONLY, f"`{caller.qualname}` calls it, and its adjoint is not its"
+                                                            " body's (a custom `@wp.func_grad`, or backward disabled)")
+        return self.context_of(definition)
 
     def _callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]]:
         """The kernels and funcs whose bodies call ``func``."""
