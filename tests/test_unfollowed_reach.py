@@ -299,7 +299,157 @@ PROGRAMS.update({
     "custom-adjoint": {"train.py": POWER.format(marker="", custom=CUSTOM_ADJOINT)},
     "no-custom-adjoint": {"train.py": POWER.format(marker="  # expect: WL104", custom="")},
 })
-MEASURED = ("callable-model-hazard", "callable-model-twin", "scripts", "custom-adjoint", "no-custom-adjoint")
+# A module that switches its backward off: its kernels get no adjoint, but a func of it is built into
+# each calling kernel's module with that module's options, so a differentiated kernel elsewhere
+# differentiates it (measured wrong with the func's dynamic loop); called only by the module's own
+# kernels, it is forward-only.
+HELPERS = """
+import warp as wp
+
+wp.set_module_options({{"enable_backward": False}})
+
+
+@wp.func
+def power(x: float, n: int):
+    y = x
+    for k in range(n):
+        y = y * x{marker}
+    return y
+
+
+@wp.kernel
+def powers(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    b[i] = power(a[i], n)
+"""
+TRAIN_HELPERS = """
+import numpy as np
+import warp as wp
+from helpers import {imported}
+
+
+@wp.kernel
+def apply(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    b[i] = {call}
+
+
+def main(values):
+    a = wp.array(values, dtype=float, requires_grad=True)
+    b = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(apply, len(values), inputs=[a, b, 2])
+    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
+    c = wp.zeros(len(values), dtype=float)
+    wp.launch(powers, len(values), inputs=[a, c, 2])
+    return float(np.sum(b.numpy())), a.grad.numpy().copy()
+"""
+PROGRAMS.update({
+    "helper-of-disabled-module": {"helpers.py": HELPERS.format(marker="  # expect: WL104"),
+                                  "train.py": TRAIN_HELPERS.format(imported="power, powers", call="power(a[i], n)")},
+    "helper-only-its-module-calls": {"helpers.py": HELPERS.format(marker=""),
+                                     "train.py": TRAIN_HELPERS.format(imported="powers", call="a[i] * a[i] * a[i]")},
+})
+# A func that a forward-only kernel calls, and another func that nothing runs: the caller that never
+# runs differentiates nothing, so the func is forward-only. Once a differentiated kernel calls that
+# other func, the func's dynamic loop is differentiated and reported (and measured wrong).
+DEAD_CALLER = """
+import numpy as np
+import warp as wp
+
+
+@wp.func
+def power(x: float, n: int):
+    y = x
+    for k in range(n):
+        y = y * x{marker}
+    return y
+
+
+@wp.func
+def doubled_power(x: float, n: int):
+    return power(x, n) * 2.0
+
+
+@wp.kernel
+def preview(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    b[i] = power(a[i], n)
+
+
+@wp.kernel
+def apply(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    b[i] = {call}
+
+
+def main(values):
+    a = wp.array(values, dtype=float, requires_grad=True)
+    b = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(apply, len(values), inputs=[a, b, 2])
+    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
+    shown = wp.zeros(len(values), dtype=float)
+    wp.launch(preview, len(values), inputs=[a, shown, 2])
+    return float(np.sum(b.numpy())), a.grad.numpy().copy()
+"""
+PROGRAMS.update({
+    "caller-never-runs": {"train.py": DEAD_CALLER.format(marker="", call="a[i] * a[i] * a[i] * 2.0")},
+    "caller-runs": {"train.py": DEAD_CALLER.format(marker="  # expect: WL104", call="doubled_power(a[i], n)")},
+})
+# A recorded launch of `self._step`, which the class fills from its module's registry: it may run
+# the registry's kernels, not a kernel a test module keeps in a list of its own (that module
+# imports the optimizer, but the optimizer never takes a kernel from it).
+PROGRAMS["attribute-launch"] = {
+    "optimizer.py": """
+        import warp as wp
+
+
+        @wp.kernel
+        def scaled_step(x: wp.array(dtype=float), g: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = x[i] - 0.1 * g[i] * x[i]  # expect: WL102
+
+
+        KERNELS = {"scaled": scaled_step}
+
+
+        class Optimizer:
+            def __init__(self):
+                self._step = KERNELS["scaled"]
+
+            def step(self, x, g, loss):
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(self._step, x.shape[0], inputs=[x, g])
+                tape.backward(loss)
+        """,
+    "test_optimizer.py": """
+        import warp as wp
+
+        from optimizer import Optimizer
+
+
+        @wp.kernel
+        def square_in_place(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = x[i] * x[i]
+
+
+        CHECKS = [square_in_place]
+
+
+        def test_checks():
+            x = wp.ones(4, dtype=float)
+            for check in CHECKS:
+                wp.launch(check, 4, inputs=[x])
+            assert Optimizer() is not None
+        """,
+}
+MEASURED = ("callable-model-hazard", "callable-model-twin", "scripts", "custom-adjoint", "no-custom-adjoint",
+            "helper-of-disabled-module", "helper-only-its-module-calls", "caller-never-runs", "caller-runs")
 
 
 @pytest.fixture(scope="module")
@@ -357,7 +507,9 @@ def measured(folders, tmp_path_factory) -> dict[str, dict]:
 
 @pytest.mark.parametrize(("name", "verdict"), [("callable-model-hazard", "wrong"), ("callable-model-twin", "match"),
                                                ("scripts", "match"), ("custom-adjoint", "match"),
-                                               ("no-custom-adjoint", "wrong")])
+                                               ("no-custom-adjoint", "wrong"), ("helper-of-disabled-module", "wrong"),
+                                               ("helper-only-its-module-calls", "match"),
+                                               ("caller-never-runs", "match"), ("caller-runs", "wrong")])
 def test_the_gradient_is_as_the_findings_say(name, verdict, measured):
     assert measured[name]["verdict"] == verdict, measured[name]
 
@@ -394,6 +546,30 @@ PACKAGE = {
                 wp.launch(stretch, x.shape[0], inputs=[x, rest])
             tape.backward(loss)
             return x.grad
+        """,
+    # Funcs nothing in the package calls: users may call the public one from their kernels; the
+    # private one no kernel can ever compile.
+    "helpers.py": """
+        import warp as wp
+
+
+        @wp.func
+        def power(x: float, n: int):
+            y = x
+            for k in range(n):
+                y = y * x
+            return y
+        """,
+    "_internal.py": """
+        import warp as wp
+
+
+        @wp.func
+        def power(x: float, n: int):
+            y = x
+            for k in range(n):
+                y = y * x
+            return y
         """,
     "render.py": """
         import warp as wp
@@ -447,9 +623,14 @@ def _assert_alone_as_together(folder: Path, tmp_path: Path, capsys) -> list[dict
 
 def test_a_file_of_an_installed_package_linted_alone_answers_as_the_package(package, tmp_path, capsys):
     together = _assert_alone_as_together(package, tmp_path, capsys)
-    # The differentiated kernel is reported from kernels.py alone too; the renderer's is forward-only.
-    assert [(Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in together] == [
-        ("kernels.py", 7, "WL102")]
+    # The differentiated kernel is reported from kernels.py alone too; the renderer's is forward-only;
+    # the public helper is reported, the private one is unreachable.
+    assert sorted((Path(f["filename"]).name, f["location"]["row"], f["code"], f["differentiation_context"]["state"])
+                  for f in together) == [("helpers.py", 8, "WL104", "unknown"),
+                                         ("kernels.py", 7, "WL102", "differentiated")]
+    warp_lint(["explain", "--no-cache", str(package / "_internal.py") + ":5"])
+    out = capsys.readouterr().out
+    assert "unreachable\n  because no kernel of the project calls it, and it is not public API" in out
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -474,7 +655,7 @@ def test_the_summary_counts_the_forward_only_findings_it_leaves_out(folders, tmp
     folder = folders["scripts"]
     warp_lint(["check", "--no-cache", str(folder)])
     assert capsys.readouterr().out.endswith(
-        "All checks passed!\n1 finding in code no tape differentiates (forward-only) is not shown:"
+        "All checks passed!\n1 finding in code no tape differentiates (forward-only, unreachable) is not shown:"
         " `--report-forward-only` shows it, `warp-lint explain PATH:LINE` says why.\n")
     warp_lint(["check", "--no-cache", "--report-forward-only", "--output-format", "concise", str(folder)])
     out = capsys.readouterr().out

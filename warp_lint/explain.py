@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 from warp_lint.finding import Finding
-from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY
+from warp_lint.project.model import DIFFERENTIATED, HIDDEN_CONTEXTS
 from warp_lint.workspace import Workspace
 
 
@@ -41,7 +41,7 @@ def explain(workspace: Workspace, path: str, line: int, findings: list[Finding],
             shown = ", ".join(_where(site.path, site.line, root) for site in context.launches[:5])
             more = f" and {len(context.launches) - 5} more" if len(context.launches) > 5 else ""
             parts.append(f"  launched at {shown}{more}")
-        if context.state == FORWARD_ONLY:
+        if context.state in HIDDEN_CONTEXTS:
             parts.append("  its findings are not reported (`--report-forward-only` or `report-forward-only = true`"
                          " in [tool.warp-lint] shows them)")
     else:

@@ -417,8 +417,12 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
                 decorator_options[argument.keyword.value] = _literal(argument.value)
     params = [Param(p.name.value, parse_annotation(p.annotation, names, structs), p) for p in node.params.params]
     # A @wp.func_grad body is an adjoint: it runs in the backward pass, and nothing differentiates it.
+    # A module's `enable_backward` is its kernels': a @wp.func is built into each calling kernel's
+    # module with that module's options (measured on 1.19: a func of a backward-disabled module called
+    # by a differentiated kernel elsewhere gets the right gradient), so its callers decide (the
+    # project model's contexts).
     differentiable = kind != "func_grad" and decorator_options.get("enable_backward", True) is not False and \
-        options.value("enable_backward", index, True) is not False
+        (kind != "kernel" or options.value("enable_backward", index, True) is not False)
     return FunctionModel(node.name.value, kind, node, decorator, decorator_options, params, differentiable, index)
 
 

@@ -32,7 +32,7 @@ from warp_lint.kernel_facts import KernelFacts
 from warp_lint.kernels import ImportedHelper
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
-from warp_lint.project.model import DIFFERENTIATED, FORWARD_ONLY, ProjectModel
+from warp_lint.project.model import DIFFERENTIATED, HIDDEN_CONTEXTS, ProjectModel
 from warp_lint.project.summary import MODULE_SCOPE, FileSummary, FunctionSummary, Loc
 from warp_lint.project_context import ProjectContext
 from warp_lint.registry import all_rules
@@ -397,10 +397,10 @@ class Workspace:
         if definition is None:
             return finding
         context = self.model.context_of(definition)
-        if context.state == FORWARD_ONLY:
+        if context.state in HIDDEN_CONTEXTS:
             if not settings.report_forward_only:
                 return None
-            return dataclasses.replace(finding, data={**finding.data, "context": FORWARD_ONLY,
+            return dataclasses.replace(finding, data={**finding.data, "context": context.state,
                                                       "context_reason": context.reason})
         data = {**finding.data, "context": context.state, "context_reason": context.reason}
         related = finding.related

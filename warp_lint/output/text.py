@@ -103,6 +103,6 @@ def _summary(report: RunReport, stream: TextIO) -> None:
         stream.write(_paint(report, "All checks passed!", "green") + "\n")
     hidden = report.hidden_forward_only
     if hidden and not report.quiet:
-        stream.write(f"{hidden} finding{'s' if hidden != 1 else ''} in code no tape differentiates (forward-only)"
-                     f" {'are' if hidden != 1 else 'is'} not shown: `--report-forward-only` shows"
+        stream.write(f"{hidden} finding{'s' if hidden != 1 else ''} in code no tape differentiates (forward-only,"
+                     f" unreachable) {'are' if hidden != 1 else 'is'} not shown: `--report-forward-only` shows"
                      f" {'them' if hidden != 1 else 'it'}, `warp-lint explain PATH:LINE` says why.\n")

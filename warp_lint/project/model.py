@@ -50,6 +50,8 @@ from warp_lint.project.summary import (
 )
 
 DIFFERENTIATED, FORWARD_ONLY, UNKNOWN = "differentiated", "forward-only", "unknown"
+UNREACHABLE = "unreachable"  # a func no kernel the project runs calls, outside the public API
+HIDDEN_CONTEXTS = frozenset({FORWARD_ONLY, UNREACHABLE})  # their findings are left out unless asked for
 MAX_FACTORY_DEPTH = 4  # factories that return another factory's result, followed this deep
 
 
@@ -75,6 +77,7 @@ class DifferentiationContext:
     reason: str  # why, in words
     reach: Reach | None = None  # differentiated: the recording that reaches it
     launches: tuple[Location, ...] = ()  # where the project launches it
+    runs: bool = True  # False: nothing in the project launches or calls it (nor what calls it)
 
 
 @dataclasses.dataclass
@@ -482,7 +485,9 @@ class ProjectModel:
                                           launches=sites)
         unnamed = [where for where in self._unnamed_launch_sites if self._may_flow(symbol, where)] if escapes else []
         if not unnamed:
-            return DifferentiationContext(UNKNOWN, "the project never launches it", launches=sites)
+            public = self._public(symbol)
+            return DifferentiationContext(UNKNOWN, "the project never launches it" + (
+                "; it is public API, so users may" if public else ""), launches=sites, runs=escapes or public)
         for where in unnamed:
             call = self._run_under_tape(where)
             if call is not None:
@@ -507,24 +512,61 @@ class ProjectModel:
         return self._run_by_opaque.get((location.path, function.qualname)) if function is not None else None
 
     def _may_flow(self, kernel: Symbol, location: Location) -> bool:
-        """Whether a kernel passed around may reach the launch at ``location``: the launch takes its
-        kernel from its callers, or a module that names it (its own included) is related to the
-        launch's (``Reachability``)."""
-        if self._reachability.open_launch(location):
-            return True
+        """Whether a kernel passed around may reach the launch at ``location``. A launch of
+        `self.<attribute>` runs what the class's methods assign there; another one, what a public
+        function's caller passes (anything), or a kernel held in a module related to the launch's
+        (``Reachability``)."""
         factory, made, _ = kernel.qualname.rpartition(".<locals>.")
         names = (kernel.qualname.rsplit(".", 1)[-1],) + ((factory.rsplit(".", 1)[-1],) if made else ())
         named = {Symbol("function", kernel.module, factory, kernel.path) if made else kernel}
-        # Where its name means it: another module's `simulate` is another kernel.
-        holders = {(kernel.path, MODULE_SCOPE)} | {
+        holders = self._holders(kernel, names, named)
+        assigned = self._reachability.attribute_values(location)
+        if assigned is not None:
+            # `self._step_kernel`: only what the class's methods put there: the kernel by name or
+            # through its factory, a container of the module holding it, or whatever a parameter
+            # or a local the model cannot name brings from the method's callers.
+            for method, function, value in assigned:
+                receiver = function.params[0].name if function.params else None
+                for name in value.names - {receiver}:  # the object's own state is the class's
+                    resolved = self.index.resolve(method.path, function.qualname, name)
+                    if resolved in named or (resolved is not None and resolved.kind == "value"
+                                             and any(path == resolved.path for path, _ in holders)):
+                        return True
+                    if resolved is None and (name in function.local_names or
+                                             any(p.name == name for p in function.params)) and \
+                            any(self._reachability.related(path, method.path, held) for path, held in holders):
+                        return True
+            return False
+        if self._reachability.open_launch(location):
+            return True
+        return any(self._reachability.related(path, location.path, scope) for path, scope in holders)
+
+    def _holders(self, kernel: Symbol, names: tuple[str, ...], named: set[Symbol]) -> set[tuple[str, str]]:
+        """(file, scope) of the code that holds the kernel by name: its module, and where its name
+        (or its factory's) resolves to it (another module's `simulate` is another kernel; a module
+        reaching it as `kernels.simulate` relates through the kernel's own module)."""
+        return {(kernel.path, MODULE_SCOPE)} | {
             (path, scope) for name in names for path, scope in self._naming.get(name, ())
             if self.index.resolve(path, scope, name) in named}
-        return any(self._reachability.related(path, location.path, scope) for path, scope in holders)
+
+    def _may_mean(self, path: str, scope: str, name: str, named: set[Symbol]) -> bool:
+        """Whether ``name`` in ``scope`` of ``path`` may stand for one of ``named``: not where it
+        resolves to another definition or is a local variable of that name; yes where it resolves
+        to one of them, or where the index cannot tell (`module.kernel`)."""
+        resolved = self.index.resolve(path, scope, name)
+        if resolved is not None:
+            return resolved in named
+        info = self.index.by_path.get(path)
+        summary = self.index.summary(info) if info is not None else None
+        function = summary.functions.get(scope) if summary is not None else None
+        return function is None or name not in function.local_names or name in function.local_functions
 
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
         made = self._made_callers(func, definition.summary.name)
-        known = [(caller, self._through(caller, definition)) for caller, definition in callers + (made or [])]
+        reached = [(caller, self._through(caller, definition)) for caller, definition in callers + (made or [])]
+        # A caller nothing in the project runs differentiates nothing: it decides nothing here.
+        known = [(caller, context) for caller, context in reached if context.runs]
         for caller, context in known:
             if context.state == DIFFERENTIATED:
                 return DifferentiationContext(DIFFERENTIATED, f"`{caller.qualname}` calls it, {context.reason}",
@@ -538,8 +580,24 @@ class ProjectModel:
             why = f": {known[0][1].reason}" if len(known) == 1 else ""
             return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names}){why}")
         if not known:
-            return DifferentiationContext(UNKNOWN, "no kernel of the project calls it")
+            return self._uncalled(func, [caller for caller, _ in reached])
         return DifferentiationContext(UNKNOWN, "some callers' context is unknown")
+
+    def _uncalled(self, func: Symbol, idle_callers: list[Symbol]) -> DifferentiationContext:
+        """A func that no kernel the project runs calls. Warp compiles a func only into the kernels
+        that call it: in a package and out of users' reach, no gradient goes through it
+        (*unreachable*). A public one users' kernels may call; a script's or a snippet's is code
+        being written: both stay reported."""
+        if idle_callers:
+            names = ", ".join(f"`{c.qualname}`" for c in idle_callers[:3]) + (" ..." if len(idle_callers) > 3 else "")
+            why = f"only code the project never runs calls it ({names})"
+        else:
+            why = "no kernel of the project calls it"
+        if self._public(func):
+            return DifferentiationContext(UNKNOWN, f"{why}; it is public API, so users' kernels may")
+        if self._in_package(func):
+            return DifferentiationContext(UNREACHABLE, f"{why}, and it is not public API", runs=False)
+        return DifferentiationContext(UNKNOWN, why, runs=False)
 
     def _through(self, caller: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         """The context a caller passes on to what it calls: its own, but a func whose adjoint is
@@ -551,6 +609,33 @@ class ProjectModel:
                 return DifferentiationContext(FORWARD_ONLY, f"`{caller.qualname}` calls it, and its adjoint is not its"
                                                             " body's (a custom `@wp.func_grad`, or backward disabled)")
         return self.context_of(definition)
+
+    def _in_package(self, symbol: Symbol) -> bool:
+        info = self.index.info_of(symbol)
+        return info is not None and ("." in info.name or info.is_package)
+
+    def _public(self, symbol: Symbol) -> bool:
+        """Whether users of the package can reach a definition (a factory's product through its
+        factory): a public name of a public module, or one a public module re-exports."""
+        factory, made, _ = symbol.qualname.rpartition(".<locals>.")
+        name = factory if made else symbol.qualname
+        info = self.index.info_of(symbol)
+        if info is not None and public_module(info) and not name.startswith("_") and "." not in name:
+            return True
+        return symbol in self._reexported
+
+    @functools.cached_property
+    def _reexported(self) -> frozenset[Symbol]:
+        """The Warp definitions a public module imports at module level (its API re-exports)."""
+        found: set[Symbol] = set()
+        for info in self._warp_files():
+            summary = self.index.summary(info) if public_module(info) else None
+            for binding in summary.imports if summary is not None else ():
+                if binding.scope == MODULE_SCOPE and binding.name not in (None, "*"):
+                    symbol = self.index.resolve(info.path, MODULE_SCOPE, binding.local)
+                    if symbol is not None and symbol.kind == "warp":
+                        found.add(symbol)
+        return frozenset(found)
 
     def _callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]]:
         """The kernels and funcs whose bodies call ``func``."""
@@ -856,13 +941,20 @@ class ProjectModel:
         name = kernel.qualname.rsplit(".", 1)[-1]
         factory, made, _ = kernel.qualname.rpartition(".<locals>.")
         if not made:
-            return any(path not in launching for path, _ in self._naming.get(name, ()))
-        maker = self.index.function(Symbol("function", kernel.module, factory, kernel.path))
+            return any(path not in launching for path, scope in self._naming.get(name, ())
+                       if self._may_mean(path, scope, name, {kernel}))
+        maker_symbol = Symbol("function", kernel.module, factory, kernel.path)
+        maker = self.index.function(maker_symbol)
         if maker is None or not _only_returns(maker, name):
             return True
+        if not any(op.__class__ is ReturnOp and op.value is not None and name in op.value.names for op in maker.ops):
+            return False  # made, launched and dropped where it is made: a test's local kernel
+        # Only what the factory returns leaves it: whoever names the factory holds the kernel.
         own = (kernel.path, factory)  # its words hold its own name and the kernel's
+        made_by = factory.rsplit(".", 1)[-1]
         return any(path not in launching and (path, scope) != own
-                   for named in (name, factory.rsplit(".", 1)[-1]) for path, scope in self._naming.get(named, ()))
+                   and self._may_mean(path, scope, made_by, {maker_symbol})
+                   for path, scope in self._naming.get(made_by, ()))
 
     @functools.cached_property
     def _naming(self) -> dict[str, set[tuple[str, str]]]:
@@ -1122,6 +1214,16 @@ def _is_name(code: str) -> bool:
 def _scope_of(function: FunctionSummary) -> str:
     head, separator, _ = function.qualname.rpartition(".<locals>.")
     return head if separator else MODULE_SCOPE
+
+
+def public_module(info: ModuleInfo) -> bool:
+    """Whether users of a package may import the module: a module of a package (a dotted name, or
+    a package's `__init__`) with no part of its name private (`_src`) or a test's."""
+    parts = info.name.split(".")
+    if len(parts) < 2 and not info.is_package:
+        return False  # a script, or a module beside scripts
+    return not any(part.startswith("_") or part in ("tests", "test") or part.startswith("test_")
+                   or part.endswith("_test") or part == "conftest" for part in parts)
 
 
 def _opaque_reason(site: Location, call: OpaqueCall) -> str:

@@ -181,6 +181,24 @@ class Reachability:
         return any(self._from_caller(location.path, function, head.group(0).split(".", 1)[0])
                    for head in heads if head is not None)
 
+    def attribute_values(self, location: Location) -> list[tuple[Symbol, FunctionSummary, object]] | None:
+        """For a launch of `self.<attribute>` in a method: every value the class's methods assign to
+        that attribute ((method, its summary, the value)); None for any other launch, or where no
+        method assigns it (it is set from outside the class)."""
+        function = self.enclosing(location)
+        if function is None or function.owner is None or not function.params:
+            return None
+        call = next((op for op in function.ops if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS
+                     and (op.loc.line, op.loc.column) == (location.line, location.column)), None)
+        kernel = call.argument(0, "kernel") if call is not None else None
+        receiver = function.params[0].name
+        if kernel is None or not kernel.plain or kernel.code.count(".") != 1 or \
+                not kernel.code.startswith(receiver + "."):
+            return None
+        info = self._summaries[location.path][0]
+        cls = Symbol("class", info.name, function.owner, info.path)
+        return self.index.attribute_value(cls, kernel.code.split(".", 1)[1]) or None
+
     def _from_caller(self, path: str, function: FunctionSummary, name: str) -> bool:
         """Whether ``name`` in ``function`` is a parameter of it (or of a function enclosing it) that
         users may pass: the function is public."""
