@@ -254,20 +254,36 @@ PROGRAMS["registry-channel"] = {
             tape.backward(loss)
         """,
 }
-# A func reached only through a func with its own `@wp.func_grad`: its adjoint never runs, so its
-# dynamic loop cannot make the gradient wrong. Without the custom adjoint, the same loop does.
-POWER = """
-import numpy as np
-import warp as wp
-
-
+# The func whose dynamic loop multiplies a local by itself (WL104), and a `main` that differentiates
+# the kernel `apply` on a tape, then launches `{after}` outside it: shared by the programs below.
+POWER_FUNC = """
 @wp.func
 def power(x: float, n: int):
     y = x
     for k in range(n):
         y = y * x{marker}
     return y
+"""
+TAPED_MAIN = """
+def main(values):
+    a = wp.array(values, dtype=float, requires_grad=True)
+    b = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(apply, len(values), inputs=[a, b, 2])
+    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
+    {after}
+    return float(np.sum(b.numpy())), a.grad.numpy().copy()
+"""
+PREVIEW = "wp.launch(preview, len(values), inputs=[a, wp.zeros(len(values), dtype=float), 2])"
 
+# A func reached only through a func with its own `@wp.func_grad`: its adjoint never runs, so its
+# dynamic loop cannot make the gradient wrong. Without the custom adjoint, the same loop does.
+POWER = """
+import numpy as np
+import warp as wp
+
+""" + POWER_FUNC + """
 
 @wp.func
 def smooth_power(x: float, n: int):
@@ -280,16 +296,7 @@ def apply(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
     i = wp.tid()
     b[i] = smooth_power(a[i], n)
 
-
-def main(values):
-    a = wp.array(values, dtype=float, requires_grad=True)
-    b = wp.zeros(len(values), dtype=float, requires_grad=True)
-    tape = wp.Tape()
-    with tape:
-        wp.launch(apply, len(values), inputs=[a, b, 2])
-    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
-    return float(np.sum(b.numpy())), a.grad.numpy().copy()
-"""
+""" + TAPED_MAIN.replace("{after}", "")
 CUSTOM_ADJOINT = """
 @wp.func_grad(smooth_power)
 def adj_smooth_power(x: float, n: int, adj_ret: float):
@@ -308,14 +315,7 @@ import warp as wp
 
 wp.set_module_options({{"enable_backward": False}})
 
-
-@wp.func
-def power(x: float, n: int):
-    y = x
-    for k in range(n):
-        y = y * x{marker}
-    return y
-
+""" + POWER_FUNC + """
 
 @wp.kernel
 def powers(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
@@ -333,18 +333,7 @@ def apply(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
     i = wp.tid()
     b[i] = {call}
 
-
-def main(values):
-    a = wp.array(values, dtype=float, requires_grad=True)
-    b = wp.zeros(len(values), dtype=float, requires_grad=True)
-    tape = wp.Tape()
-    with tape:
-        wp.launch(apply, len(values), inputs=[a, b, 2])
-    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
-    c = wp.zeros(len(values), dtype=float)
-    wp.launch(powers, len(values), inputs=[a, c, 2])
-    return float(np.sum(b.numpy())), a.grad.numpy().copy()
-"""
+""" + TAPED_MAIN.replace("{after}", PREVIEW.replace("preview", "powers"))
 PROGRAMS.update({
     "helper-of-disabled-module": {"helpers.py": HELPERS.format(marker="  # expect: WL104"),
                                   "train.py": TRAIN_HELPERS.format(imported="power, powers", call="power(a[i], n)")},
@@ -358,14 +347,7 @@ DEAD_CALLER = """
 import numpy as np
 import warp as wp
 
-
-@wp.func
-def power(x: float, n: int):
-    y = x
-    for k in range(n):
-        y = y * x{marker}
-    return y
-
+""" + POWER_FUNC + """
 
 @wp.func
 def doubled_power(x: float, n: int):
@@ -383,18 +365,7 @@ def apply(a: wp.array(dtype=float), b: wp.array(dtype=float), n: int):
     i = wp.tid()
     b[i] = {call}
 
-
-def main(values):
-    a = wp.array(values, dtype=float, requires_grad=True)
-    b = wp.zeros(len(values), dtype=float, requires_grad=True)
-    tape = wp.Tape()
-    with tape:
-        wp.launch(apply, len(values), inputs=[a, b, 2])
-    tape.backward(grads={{b: wp.ones(len(values), dtype=float)}})
-    shown = wp.zeros(len(values), dtype=float)
-    wp.launch(preview, len(values), inputs=[a, shown, 2])
-    return float(np.sum(b.numpy())), a.grad.numpy().copy()
-"""
+""" + TAPED_MAIN.replace("{after}", PREVIEW)
 PROGRAMS.update({
     "caller-never-runs": {"train.py": DEAD_CALLER.format(marker="", call="a[i] * a[i] * a[i] * 2.0")},
     "caller-runs": {"train.py": DEAD_CALLER.format(marker="  # expect: WL104", call="doubled_power(a[i], n)")},
