@@ -640,3 +640,32 @@ def test_the_summary_counts_the_forward_only_findings_it_leaves_out(folders, tmp
                                       else text)
     warp_lint(["check", "--no-cache", str(copy)])
     assert capsys.readouterr().out == "All checks passed!\n"
+
+
+def test_module_options_set_in_a_main_block_disable_the_modules_kernels(tmp_path, capsys):
+    """Warp reads module options when it builds the module, at the first launch: a setting in the
+    `__main__` block applies to every kernel of the module run as a script."""
+    folder = _write(tmp_path / "script", {"sim.py": """
+        import warp as wp
+
+
+        @wp.kernel
+        def square_in_place(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = x[i] * x[i]
+
+
+        def run(x, loss):
+            tape = wp.Tape()
+            with tape:
+                wp.launch(square_in_place, x.shape[0], inputs=[x])
+            tape.backward(loss)
+
+
+        if __name__ == "__main__":
+            wp.set_module_options({"enable_backward": False})
+            run(wp.ones(4, dtype=float, requires_grad=True), None)
+        """})
+    assert _findings(folder, tmp_path) == []
+    warp_lint(["explain", "--no-cache", str(folder / "sim.py") + ":5"])
+    assert "forward-only\n  because backward is disabled: `wp.set_module_options` on line 18" in capsys.readouterr().out
