@@ -22,6 +22,10 @@ import venv
 from pathlib import Path
 
 PINS = {"warp-lang": "1.19.0", "newton": "1.8.0", "mujoco-warp": "4.0.0"}
+# Projects linted as source only: installed without their dependencies, because they pin other
+# releases of what ``PINS`` installs (rewarped pins warp-lang 1.3.3) or pull in PyTorch, which
+# nothing here runs. Both differentiate through Warp: tapes inside ``torch.autograd.Function``.
+SOURCE_ONLY = {"rewarped": "1.3.3", "nvalchemi-toolkit-ops": "0.5.0"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,16 +47,21 @@ def ensure_env(latest: bool = False, quiet: bool = True) -> Path:
     """Create the scratch venv with the pinned projects (once); return its Python."""
     directory = scratch_dir()
     python = python_of(directory)
-    marker = directory / ("installed-latest" if latest else "installed-" + "-".join(f"{k}{v}" for k, v in PINS.items()))
+    pins = {**PINS, **SOURCE_ONLY}
+    marker = directory / ("installed-latest" if latest else "installed-" + "-".join(f"{k}{v}" for k, v in pins.items()))
     if python.exists() and marker.exists():
         return python
     directory.mkdir(parents=True, exist_ok=True)
     if not python.exists():
         venv.create(directory / "venv", with_pip=True)
-    requirements = list(PINS) if latest else [f"{name}=={version}" for name, version in PINS.items()]
-    subprocess.run([str(python), "-m", "pip", "install", *(["--quiet"] if quiet else []), *requirements],
+    def requirements(pinned: dict[str, str]) -> list[str]:
+        return list(pinned) if latest else [f"{name}=={version}" for name, version in pinned.items()]
+
+    quiet_flag = ["--quiet"] if quiet else []
+    subprocess.run([str(python), "-m", "pip", "install", *quiet_flag, *requirements(PINS)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", *quiet_flag, "--no-deps", *requirements(SOURCE_ONLY)],
                    check=True)
-    marker.write_text("\n".join(requirements) + "\n")
+    marker.write_text("\n".join(requirements(PINS) + requirements(SOURCE_ONLY)) + "\n")
     return python
 
 
@@ -71,13 +80,16 @@ def package_dirs(python: Path, packages: list[str]) -> dict[str, Path]:
 
 
 def projects(python: Path) -> list[Project]:
-    """The corpus: warp-lang's examples and tests, newton, mujoco-warp (those ``python`` has installed)."""
-    found = package_dirs(python, ["warp", "newton", "mujoco_warp"])
+    """The corpus: warp-lang's examples and tests, newton, mujoco-warp, rewarped, nvalchemi-toolkit-ops
+    (those ``python`` has installed)."""
+    found = package_dirs(python, ["warp", "newton", "mujoco_warp", "rewarped", "nvalchemiops"])
     wanted = [
         Project("warp-lang examples", Path("examples"), "warp"),
         Project("warp-lang tests", Path("tests"), "warp"),
         Project("newton", Path(), "newton"),
         Project("mujoco-warp", Path(), "mujoco_warp"),
+        Project("rewarped", Path(), "rewarped"),
+        Project("nvalchemi-toolkit-ops", Path(), "nvalchemiops"),
     ]
     return [dataclasses.replace(p, root=found[p.package] / p.root) for p in wanted if p.package in found]
 
@@ -89,7 +101,7 @@ def installed_versions(python: Path) -> dict[str, str | None]:
             "        return m.version(n)\n"
             "    except m.PackageNotFoundError:\n"
             "        return None\n"
-            "print(json.dumps({n: version(n) for n in " + repr(list(PINS)) + "}))")
+            "print(json.dumps({n: version(n) for n in " + repr([*PINS, *SOURCE_ONLY]) + "}))")
     out = subprocess.run([str(python), "-c", code], check=True, capture_output=True, text=True)
     return json.loads(out.stdout)
 
