@@ -17,6 +17,7 @@ import pytest
 
 from warp_lint import runner
 from warp_lint.engine import FileSettings
+from warp_lint.project.contexts import CONTEXTS, DEFAULT_REPORTED
 from warp_lint.registry import all_rules
 
 FACTORY = """
@@ -60,8 +61,10 @@ def make_pair():
 
 
 def _settings(report_forward_only: bool):
+    reported = frozenset(CONTEXTS) if report_forward_only else DEFAULT_REPORTED
+
     def settings_for(path: Path) -> FileSettings:
-        return dataclasses.replace(FileSettings(tuple(all_rules()), ""), report_forward_only=report_forward_only)
+        return dataclasses.replace(FileSettings(tuple(all_rules()), ""), report_contexts=reported)
     return settings_for
 
 

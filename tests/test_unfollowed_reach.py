@@ -13,23 +13,20 @@ program's loss on the CPU, in one child process for the whole module.
   kernel it picks from its own registry (the model cannot name it); another launches an optimizer
   step, picked from a list, after ``backward()``. The step is forward-only (its in-place update is
   not reported) and the tape's gradient is right. When the second script imports the first, the
-  registry's recorded launch may run the step, and it is reported again.
+  step stays forward-only: the registry's recorded launch runs only what is put in the registry.
+  When the second script puts the step in the registry, that launch may run it: reported again.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
+from programs import measure, write_program
 
 from warp_lint.cli import main as warp_lint
-
-MEASURE_PROGRAMS = Path(__file__).parent / "measured" / "measure_programs.py"
 
 LAYER = """
 import warp as wp
@@ -134,7 +131,7 @@ def descend(x: wp.array(dtype=float), g: wp.array(dtype=float)):
 
 
 UPDATES = [descend]
-
+{register}
 
 def main(values):
     x = wp.array(values, dtype=float, requires_grad=True)
@@ -188,21 +185,16 @@ def render(c):
 """
 
 
-def _write(folder: Path, files: dict[str, str]) -> Path:
-    folder.mkdir(parents=True)
-    (folder / "pyproject.toml").write_text(f"[project]\nname = '{folder.name}'\n")  # a project of its own
-    for name, text in files.items():
-        (folder / name).write_text(textwrap.dedent(text).lstrip())
-    return folder
-
-
 PROGRAMS = {
     "callable-model-hazard": {"layer.py": LAYER.format(update=HAZARD_UPDATE), "train.py": TRAIN_LAYER},
     "typed-callable-model": {"layer.py": LAYER.format(update=HAZARD_UPDATE), "train.py": TRAIN_TYPED},
     "callable-model-twin": {"layer.py": LAYER.format(update=TWIN_UPDATE), "train.py": TRAIN_LAYER},
-    "scripts": {"registry.py": REGISTRY_SCRIPT, "train.py": TRAIN_SCRIPT.format(imports="", marker="")},
+    "scripts": {"registry.py": REGISTRY_SCRIPT, "train.py": TRAIN_SCRIPT.format(imports="", marker="", register="")},
+    "scripts-importing-only": {"registry.py": REGISTRY_SCRIPT, "train.py": TRAIN_SCRIPT.format(
+        imports="import registry\n", marker="", register="")},
     "scripts-importing": {"registry.py": REGISTRY_SCRIPT,
-                          "train.py": TRAIN_SCRIPT.format(imports="import registry\n", marker="  # expect: WL102")},
+                          "train.py": TRAIN_SCRIPT.format(imports="import registry\n", marker="  # expect: WL102",
+                                                          register='registry.KERNELS["descend"] = descend\n')},
 }
 # A method called under a tape on an object held in an attribute: only the classes that attribute
 # holds may run. A dict's `update` and a hash grid's `build` run nothing of the project, so the
@@ -426,7 +418,7 @@ MEASURED = ("callable-model-hazard", "callable-model-twin", "scripts", "custom-a
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("unfollowed")
-    return {name: _write(root / name, files) for name, files in PROGRAMS.items()}
+    return {name: write_program(root / name, files) for name, files in PROGRAMS.items()}
 
 
 def _findings(target: Path, tmp_path: Path) -> list[tuple[str, int, str]]:
@@ -466,14 +458,7 @@ def test_a_step_picked_from_a_list_after_backward_is_forward_only(folders, capsy
 @pytest.fixture(scope="module")
 def measured(folders, tmp_path_factory) -> dict[str, dict]:
     pytest.importorskip("warp")
-    manifest = tmp_path_factory.mktemp("manifest") / "programs.json"
-    manifest.write_text(json.dumps([{"id": name, "folder": str(folders[name]), "entry": "train",
-                                     "values": [0.3, 0.7, 1.1, 0.9]} for name in MEASURED]))
-    run = subprocess.run([sys.executable, str(MEASURE_PROGRAMS), str(manifest)], capture_output=True, text=True,
-                         timeout=600, env=dict(os.environ))
-    assert run.returncode == 0, run.stderr[-3000:]
-    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
-    return {result["id"]: result for result in results if "id" in result}
+    return measure(folders, MEASURED, tmp_path_factory.mktemp("manifest"))
 
 
 @pytest.mark.parametrize(("name", "verdict"), [("callable-model-hazard", "wrong"), ("callable-model-twin", "match"),
@@ -594,14 +579,19 @@ def _assert_alone_as_together(folder: Path, tmp_path: Path, capsys) -> list[dict
 
 def test_a_file_of_an_installed_package_linted_alone_answers_as_the_package(package, tmp_path, capsys):
     together = _assert_alone_as_together(package, tmp_path, capsys)
-    # The differentiated kernel is reported from kernels.py alone too; the renderer's is forward-only;
-    # the public helper is reported, the private one is unreachable.
+    # The differentiated kernel is reported from kernels.py alone too. The renderer's kernel and the
+    # public helper are public (users may differentiate them: not reported by default); the private
+    # helper is unreachable.
     assert sorted((Path(f["filename"]).name, f["location"]["row"], f["code"], f["differentiation_context"]["state"])
-                  for f in together) == [("helpers.py", 8, "WL104", "unknown"),
-                                         ("kernels.py", 7, "WL102", "differentiated")]
+                  for f in together) == [("kernels.py", 7, "WL102", "differentiated")]
     warp_lint(["explain", "--no-cache", str(package / "_internal.py") + ":5"])
     out = capsys.readouterr().out
     assert "unreachable\n  because no kernel of the project calls it, and it is not public API" in out
+    warp_lint(["explain", "--no-cache", str(package / "helpers.py") + ":5"])
+    assert "public\n  because no kernel of the project calls it; it is public API" in capsys.readouterr().out
+    shade = next(n for n, text in enumerate((package / "kernels.py").read_text().splitlines(), 1) if "def shade(" in text)
+    warp_lint(["explain", "--no-cache", f"{package / 'kernels.py'}:{shade}"])
+    assert "`render` is public API and launches it" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))
@@ -626,8 +616,8 @@ def test_the_summary_counts_the_forward_only_findings_it_leaves_out(folders, tmp
     folder = folders["scripts"]
     warp_lint(["check", "--no-cache", str(folder)])
     assert capsys.readouterr().out.endswith(
-        "All checks passed!\n1 finding in code no tape differentiates (forward-only, unreachable) is not shown:"
-        " `--report-forward-only` shows it, `warp-lint explain PATH:LINE` says why.\n")
+        "All checks passed!\n1 finding in code the project does not differentiate (public API, forward-only,"
+        " unreachable) is not shown: `--report-contexts all` shows it, `warp-lint explain PATH:LINE` says why.\n")
     warp_lint(["check", "--no-cache", "--report-forward-only", "--output-format", "concise", str(folder)])
     out = capsys.readouterr().out
     assert "train.py:14:5: WL102" in out and "not shown" not in out
@@ -645,7 +635,7 @@ def test_the_summary_counts_the_forward_only_findings_it_leaves_out(folders, tmp
 def test_module_options_set_in_a_main_block_disable_the_modules_kernels(tmp_path, capsys):
     """Warp reads module options when it builds the module, at the first launch: a setting in the
     `__main__` block applies to every kernel of the module run as a script."""
-    folder = _write(tmp_path / "script", {"sim.py": """
+    folder = write_program(tmp_path / "script", {"sim.py": """
         import warp as wp
 
 

@@ -124,9 +124,14 @@ def _add_lint_options(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                         help="colour the text output (auto: only on a terminal, and never with NO_COLOR)")
     output.add_argument("--report-unused-noqa", action="store_true", help="report '# noqa' that suppress nothing")
+    output.add_argument("--report-contexts", metavar="CONTEXTS",
+                        help="report kernel findings in these differentiation contexts, comma-separated:"
+                             " differentiated (a recording of the project reaches it), public (only the package's"
+                             " public API reaches it: users may differentiate it), unknown (the model cannot"
+                             " tell), forward-only, unreachable, or all (default: differentiated,unknown)")
     output.add_argument("--report-forward-only", action="store_true",
-                        help="also report kernel findings in code no tape records (forward-only: launched only"
-                             " outside tapes, or with backward disabled)")
+                        help="report kernel findings in every context, forward-only and unreachable code"
+                             " included (the same as --report-contexts all)")
     fixes = parser.add_argument_group("fixes")
     fixes.add_argument("--fix", action="store_true", help="apply safe fixes, writing files atomically")
     fixes.add_argument("--unsafe-fixes", action="store_true", help="also apply (or show) unsafe fixes")
@@ -197,7 +202,7 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
             files_checked=len(files), fixed=fixed, fix_mode=arguments.fix, unsafe_fixes=arguments.unsafe_fixes,
             color=use_color(arguments.color, stream) and output_format in ("text", "concise"),
             statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules(),
-            hidden_forward_only=sum(r.hidden_forward_only for r in results),
+            hidden_by_context=sum(r.hidden_by_context for r in results),
         )
         renderers()[output_format](report, stream)
     finally:

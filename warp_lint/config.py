@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from warp_lint import versions
+from warp_lint.project.contexts import parse_contexts
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -38,7 +39,8 @@ class Config:
     target_warp_version: str | None = None
     respect_gitignore: bool = True
     report_unused_noqa: bool = False
-    report_forward_only: bool = False
+    report_forward_only: bool = False  # every context: report-contexts = ["all"]
+    report_contexts: list[str] | None = None  # the differentiation contexts reported (None: the default)
     cache_dir: str | None = None
     root: Path = dataclasses.field(default_factory=Path.cwd)  # the folder holding the pyproject.toml
     source: Path | None = None  # the pyproject.toml this came from
@@ -55,6 +57,7 @@ _KEYS: dict[str, tuple[type, str]] = {
     "respect-gitignore": (bool, "respect_gitignore"),
     "report-unused-noqa": (bool, "report_unused_noqa"),
     "report-forward-only": (bool, "report_forward_only"),
+    "report-contexts": (list, "report_contexts"),
     "cache-dir": (str, "cache_dir"),
 }
 
@@ -96,6 +99,11 @@ def config_from_table(table: dict[str, Any], source: Path | None, root: Path) ->
                 for code in codes:
                     if not known_selector(code):
                         raise ConfigError(f"{where}: 'per-file-ignores.\"{pattern}\"' names unknown rule code '{code}'")
+        if key == "report-contexts":
+            try:
+                parse_contexts(value)
+            except ValueError as error:
+                raise ConfigError(f"{where}: 'report-contexts': {error}") from None
         if key == "target-warp-version":
             error = versions.validate_specifier(value)
             if error:

@@ -16,6 +16,7 @@ from warp_lint.context import FileContext
 from warp_lint.finding import Applicability, Edit, Finding, Fix, Position
 from warp_lint.incremental import AnalysisMemory
 from warp_lint.kernel_facts import KernelFacts
+from warp_lint.project.contexts import DEFAULT_REPORTED
 from warp_lint.project.summary import FileSummary, summarize
 from warp_lint.registry import EXTRA_CODES, all_rules
 from warp_lint.source import SourceError, SourceFile, decode_source, split_lines
@@ -34,7 +35,7 @@ class FileSettings:
     target_version: str
     report_unused_noqa: bool = False
     whole_file: bool = False  # analyse the whole file instead of the triaged regions (tests)
-    report_forward_only: bool = False  # report kernel findings in code no recording differentiates
+    report_contexts: frozenset[str] = DEFAULT_REPORTED  # the differentiation contexts whose findings are reported
 
 
 @dataclasses.dataclass
@@ -61,9 +62,10 @@ class FileResult:
     findings: list[Finding]
     source: SourceFile | None = None
     internal_error: str | None = None
-    # Kernel findings left out because no recording differentiates their code (forward-only), and
-    # no suppression comment hides them: what `--report-forward-only` would add.
-    hidden_forward_only: int = 0
+    # Kernel findings left out because their differentiation context is not reported (public,
+    # forward-only, unreachable by default), and no suppression comment hides them: what
+    # `--report-contexts all` would add.
+    hidden_by_context: int = 0
 
 
 class InternalError(Exception):
@@ -212,11 +214,11 @@ def _recursion_limit(limit: int):
 
 
 def finalize(source: SourceFile | None, path: str, findings: list[Finding], settings: FileSettings,
-             forward_only: list[Finding] = ()) -> FileResult:
+             hidden: list[Finding] = ()) -> FileResult:
     """Suppressions, unused suppressions and order: the last step of every file's findings.
-    ``forward_only``: the findings the differentiation context leaves out, counted where no
+    ``hidden``: the findings their differentiation context leaves out, counted where no
     suppression comment would hide them anyway."""
-    if not findings and not forward_only and not settings.report_unused_noqa:
+    if not findings and not hidden and not settings.report_unused_noqa:
         return FileResult(path, [], source)
     # Unused suppressions are reported from every directive; otherwise only the findings' lines matter.
     only_lines = None if settings.report_unused_noqa else {finding.start.line for finding in findings}
@@ -229,10 +231,10 @@ def finalize(source: SourceFile | None, path: str, findings: list[Finding], sett
     if settings.report_unused_noqa and source is not None:
         kept.extend(_unused_noqa(source, directives, set(settings.rule_codes)))
     kept.sort(key=Finding.sort_key)
-    if forward_only and source is not None and not directives:
-        directives = suppression.parse_directives(source.text, {finding.start.line for finding in forward_only})
-    hidden = sum(1 for finding in forward_only if not suppression.covers(directives, finding.start.line, finding.code))
-    return FileResult(path, kept, source, hidden_forward_only=hidden)
+    if hidden and source is not None and not directives:
+        directives = suppression.parse_directives(source.text, {finding.start.line for finding in hidden})
+    left_out = sum(1 for finding in hidden if not suppression.covers(directives, finding.start.line, finding.code))
+    return FileResult(path, kept, source, hidden_by_context=left_out)
 
 
 def _unused_noqa(source: SourceFile, directives, selected: set[str]) -> list[Finding]:

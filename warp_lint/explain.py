@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 
 from warp_lint.finding import Finding
-from warp_lint.project.model import DIFFERENTIATED, HIDDEN_CONTEXTS
+from warp_lint.project.contexts import DEFAULT_REPORTED
+from warp_lint.project.model import DIFFERENTIATED
 from warp_lint.workspace import Workspace
 
 
@@ -41,9 +42,9 @@ def explain(workspace: Workspace, path: str, line: int, findings: list[Finding],
             shown = ", ".join(_where(site.path, site.line, root) for site in context.launches[:5])
             more = f" and {len(context.launches) - 5} more" if len(context.launches) > 5 else ""
             parts.append(f"  launched at {shown}{more}")
-        if context.state in HIDDEN_CONTEXTS:
-            parts.append("  its findings are not reported (`--report-forward-only` or `report-forward-only = true`"
-                         " in [tool.warp-lint] shows them)")
+        if context.state not in DEFAULT_REPORTED:
+            parts.append(f"  its findings are not reported by default (`--report-contexts {context.state}`, or"
+                         f" `report-contexts` in [tool.warp-lint], adds them)")
     else:
         parts.append(f"{_where(path, line, root)} is not inside a kernel or @wp.func: host code")
     on_line = [f for f in findings if f.path == path and f.start.line <= line <= f.end.line]

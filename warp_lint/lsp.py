@@ -287,6 +287,9 @@ def to_diagnostic(finding: Finding, text_map: TextMap, newline: str, directives:
                             "newText": edit.content}
     if finding.data.get("strategy"):
         data["confirmable"] = True
+    if finding.data.get("context"):
+        data["differentiationContext"] = {"state": finding.data["context"],
+                                          "reason": finding.data.get("context_reason", "")}
     return types.Diagnostic(
         range=text_map.to_client_range(finding.start, finding.end),
         message=message,

@@ -16,6 +16,7 @@ from warp_lint.config import Config, find_config, resolve_target
 from warp_lint.engine import FileSettings
 from warp_lint.files import discover, glob_spec
 from warp_lint.output import renderers
+from warp_lint.project.contexts import CONTEXTS, DEFAULT_REPORTED, parse_contexts
 from warp_lint.registry import known_selector, select_rules
 from warp_lint.runner import lint_project
 
@@ -57,6 +58,8 @@ class Options:
             overrides["report_unused_noqa"] = True
         if getattr(a, "report_forward_only", False):
             overrides["report_forward_only"] = True
+        if getattr(a, "report_contexts", None) is not None:
+            overrides["report_contexts"] = [a.report_contexts]
         return dataclasses.replace(config, **overrides) if overrides else config
 
     def settings_for(self, path: Path) -> FileSettings:
@@ -77,7 +80,7 @@ class Options:
         rules = select_rules(config.select, ignore, config.extend_select)
         target, _ = resolve_target(self.arguments.target_warp_version, config, directory)
         settings = FileSettings(tuple(r.code for r in rules), target, config.report_unused_noqa,
-                                report_forward_only=config.report_forward_only)
+                                report_contexts=reported_contexts(config))
         if self.remember_folders and not config.per_file_ignores:
             self._folder_settings[path.parent] = settings
         return settings
@@ -115,6 +118,14 @@ def lint_paths(arguments: argparse.Namespace, paths: list[Path], force_exclude: 
     return options, files, results, errors, internal_errors, workspace
 
 
+def reported_contexts(config: Config) -> frozenset[str]:
+    """The differentiation contexts whose findings a file reports: every one with
+    ``report-forward-only``, else ``report-contexts``, else the default."""
+    if config.report_forward_only:
+        return frozenset(CONTEXTS)
+    return parse_contexts(config.report_contexts) if config.report_contexts is not None else DEFAULT_REPORTED
+
+
 class UsageError(Exception):
     pass
 
@@ -132,6 +143,11 @@ def validate(arguments: argparse.Namespace) -> None:
             raise UsageError(f"--target-warp-version: {error}")
     if arguments.jobs is not None and arguments.jobs < 1:
         raise UsageError("--jobs must be at least 1")
+    if getattr(arguments, "report_contexts", None) is not None:
+        try:
+            parse_contexts(arguments.report_contexts)
+        except ValueError as error:
+            raise UsageError(f"--report-contexts: {error}") from None
 
 def chosen_format(arguments: argparse.Namespace) -> str:
     chosen = arguments.output_format or os.environ.get("WARP_LINT_OUTPUT_FORMAT") or "text"

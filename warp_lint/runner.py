@@ -194,11 +194,11 @@ def lint_project(files: list[Path], settings_for: Callable[[Path], FileSettings]
     with _analyses_frozen():
         results = workspace.results(analyses, settings_for)
     if run_key is not None and not internal_errors and len(results) == len(files):
-        cache.put_blob(run_key, [(r.path, r.findings, r.hidden_forward_only) for r in results])
+        cache.put_blob(run_key, [(r.path, r.findings, r.hidden_by_context) for r in results])
     return results, internal_errors, workspace
 
 
-def _result(path: str, findings: list, hidden_forward_only: int) -> FileResult:
+def _result(path: str, findings: list, hidden_by_context: int) -> FileResult:
     """A result read from the cache: the text is read again only where there are findings to show."""
     source = None
     if findings:
@@ -206,7 +206,7 @@ def _result(path: str, findings: list, hidden_forward_only: int) -> FileResult:
             source = decode_source(path, Path(path).read_bytes())
         except (OSError, SourceError):
             source = None
-    return FileResult(path, findings, source, hidden_forward_only=hidden_forward_only)
+    return FileResult(path, findings, source, hidden_by_context=hidden_by_context)
 
 
 def _dependencies_unchanged(analysis: FileAnalysis) -> bool:

@@ -32,7 +32,7 @@ from warp_lint.kernel_facts import KernelFacts
 from warp_lint.kernels import ImportedHelper
 from warp_lint.project.index import ModuleInfo, ProjectIndex
 from warp_lint.project.layout import find_root, project_files
-from warp_lint.project.model import DIFFERENTIATED, HIDDEN_CONTEXTS, ProjectModel
+from warp_lint.project.model import DIFFERENTIATED, ProjectModel
 from warp_lint.project.summary import MODULE_SCOPE, FileSummary, FunctionSummary, Loc
 from warp_lint.project_context import ProjectContext
 from warp_lint.registry import all_rules
@@ -379,29 +379,26 @@ class Workspace:
             file_settings = settings[analysis.path]
             placed = [(f, self.in_context(f, file_settings)) for f in analysis.findings]
             findings = [f for _, f in placed if f is not None]
-            forward_only = [original for original, f in placed if f is None]
+            hidden = [original for original, f in placed if f is None]
             findings += [f for f in host.get(analysis.path, ()) if f.code in file_settings.rule_codes
                          and versions.overlaps(f.affected_versions, file_settings.target_version)]
             source = analysis.source
-            if source is None and (findings or forward_only or file_settings.report_unused_noqa):
+            if source is None and (findings or hidden or file_settings.report_unused_noqa):
                 source = self._read(analysis.path)
-            results.append(finalize(source, analysis.path, findings, file_settings, forward_only))
+            results.append(finalize(source, analysis.path, findings, file_settings, hidden))
         return results
 
     def in_context(self, finding: Finding, settings: FileSettings) -> Finding | None:
-        """A kernel finding with its differentiation context: None when no recording
-        differentiates its code (unless ``report_forward_only``); named recording when one does."""
+        """A kernel finding with its differentiation context: None when the settings do not report
+        its context; with the recording's notes when one differentiates it."""
         if finding.code not in all_rules():
             return finding
         definition = self.model.definition_at(finding.path, finding.start.line)
         if definition is None:
             return finding
         context = self.model.context_of(definition)
-        if context.state in HIDDEN_CONTEXTS:
-            if not settings.report_forward_only:
-                return None
-            return dataclasses.replace(finding, data={**finding.data, "context": context.state,
-                                                      "context_reason": context.reason})
+        if context.state not in settings.report_contexts:
+            return None
         data = {**finding.data, "context": context.state, "context_reason": context.reason}
         related = finding.related
         if context.state == DIFFERENTIATED and context.reach is not None:

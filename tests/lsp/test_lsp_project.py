@@ -160,3 +160,6 @@ async def test_related_locations_reach_the_client(client: LanguageClient, worksp
     tape_line = TRAIN.splitlines().index("    with tape:")
     assert any(r.location.uri == (workspace / "train.py").resolve().as_uri() and
                r.location.range.start.line == tape_line and "tape" in r.message for r in related), related
+    # ... and its differentiation context is the diagnostic's data, as in JSON and SARIF.
+    assert diagnostic.data["differentiationContext"]["state"] == "differentiated", diagnostic.data
+    assert "recorded on `tape`" in diagnostic.data["differentiationContext"]["reason"]

@@ -22,7 +22,7 @@ class RunReport:
     statistics: bool = False
     root: str = "."  # paths in SARIF/GitLab/GitHub are relative to this
     quiet: bool = False
-    hidden_forward_only: int = 0  # findings in code no tape differentiates, left out (see FileResult)
+    hidden_by_context: int = 0  # findings whose differentiation context is not reported (see FileResult)
     # code -> Rule class, for formats that describe the rules they report (SARIF); filled by the
     # command line, which may import the registry (a renderer may not: it is a layer below).
     rules: dict[str, Any] = dataclasses.field(default_factory=dict)

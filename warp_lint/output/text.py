@@ -101,8 +101,9 @@ def _summary(report: RunReport, stream: TextIO) -> None:
                          " `--unsafe-fixes` option.\n")
     elif not report.quiet:
         stream.write(_paint(report, "All checks passed!", "green") + "\n")
-    hidden = report.hidden_forward_only
+    hidden = report.hidden_by_context
     if hidden and not report.quiet:
-        stream.write(f"{hidden} finding{'s' if hidden != 1 else ''} in code no tape differentiates (forward-only,"
-                     f" unreachable) {'are' if hidden != 1 else 'is'} not shown: `--report-forward-only` shows"
-                     f" {'them' if hidden != 1 else 'it'}, `warp-lint explain PATH:LINE` says why.\n")
+        stream.write(f"{hidden} finding{'s' if hidden != 1 else ''} in code the project does not differentiate"
+                     f" (public API, forward-only, unreachable) {'are' if hidden != 1 else 'is'} not shown:"
+                     f" `--report-contexts all` shows {'them' if hidden != 1 else 'it'}, `warp-lint explain"
+                     f" PATH:LINE` says why.\n")

@@ -10,7 +10,8 @@ Layer 2b, between the per-file models (triage, names, kernel model) and the rule
   re-exports, classes and their methods, the types of attributes).
 - ``recordings``: each tape recording followed through calls, across functions, classes and
   files, as the host events the host rules read.
-- ``contexts``: each kernel and ``@wp.func``'s differentiation context (differentiated,
-  forward-only, unknown) and the recording that reaches it.
+- ``contexts``: the differentiation contexts (differentiated, public, unknown, forward-only,
+  unreachable) and which are reported; ``reach``: what calls and launches the recordings cannot
+  follow may reach, and what the public API reaches.
 - ``model``: the facade the engine and the faces use.
 """

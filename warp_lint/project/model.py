@@ -27,16 +27,32 @@ kernel facts; only what read an edited file is recorded or resolved again.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import dataclasses
 import functools
 import re
 from typing import Callable, Iterable, Iterator
 
-from warp_lint.host import AUTOGRAD_CHECKS, LAUNCH_FUNCTIONS, TAPE_CLASSES, HostScope, Location, looks_like_tape
+from warp_lint.host import (
+    AUTOGRAD_CHECKS,
+    HEAD,
+    LAUNCH_FUNCTIONS,
+    TAPE_CLASSES,
+    HostScope,
+    Location,
+    looks_like_tape,
+)
 from warp_lint.kernel_facts import KernelFacts
+from warp_lint.project.contexts import (
+    DIFFERENTIATED,
+    FORWARD_ONLY,
+    PUBLIC,
+    UNKNOWN,
+    UNREACHABLE,
+)
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefinition
-from warp_lint.project.reach import Reachability
+from warp_lint.project.reach import Reachability, public_module
 from warp_lint.project.recordings import OpaqueCall, Recorder
 from warp_lint.project.summary import (
     MODULE_SCOPE,
@@ -46,12 +62,10 @@ from warp_lint.project.summary import (
     FileSummary,
     FunctionSummary,
     ReturnOp,
+    Value,
     WithOp,
 )
 
-DIFFERENTIATED, FORWARD_ONLY, UNKNOWN = "differentiated", "forward-only", "unknown"
-UNREACHABLE = "unreachable"  # a func no kernel the project runs calls, outside the public API
-HIDDEN_CONTEXTS = frozenset({FORWARD_ONLY, UNREACHABLE})  # their findings are left out unless asked for
 MAX_FACTORY_DEPTH = 4  # factories that return another factory's result, followed this deep
 
 
@@ -121,7 +135,7 @@ class _FileSites:
     """Where one file launches which kernel, and the files read to resolve the kernels."""
 
     summary: FileSummary
-    sites: list[tuple[Symbol, Location]]
+    sites: list[tuple[Symbol | None, Location, bool]]  # (kernel, launch, whether it runs the adjoint)
     reads: set[str]
 
 
@@ -254,12 +268,15 @@ class ProjectModel:
             for kernel, event in recording.launch_symbols:
                 if event.launch is None or not event.launch.recorded:
                     continue
-                if kernel is None or kernel.kind != "warp":
+                kernels = (kernel,) if kernel is not None and kernel.kind == "warp" else \
+                    self._named_at(event.location)
+                if not kernels:
                     launches.unresolved_recorded.append(event.location)
-                elif kernel not in launches.recorded:
-                    region = event.region
-                    launches.recorded[kernel] = Reach(region.tape, region.location, event.location, scope.entry,
-                                                      event.chain)
+                for kernel in kernels:
+                    if kernel not in launches.recorded:
+                        region = event.region
+                        launches.recorded[kernel] = Reach(region.tape, region.location, event.location,
+                                                          scope.entry, event.chain)
             for target, event in recording.checked:
                 if target is not None and target.kind == "warp":
                     launches.checked.setdefault(target, event.location)
@@ -465,6 +482,10 @@ class ProjectModel:
         if checked is not None:
             return DifferentiationContext(DIFFERENTIATED, f"a gradient check at {_where(checked)} targets it",
                                           launches=sites)
+        adjoint = sorted(self._adjoint_launches.intersection(sites))
+        if adjoint:
+            return DifferentiationContext(DIFFERENTIATED, f"its adjoint is launched at {_where(adjoint[0])}"
+                                                          " (`adjoint=True`)", launches=sites)
         unfollowed = set(sites).intersection(launches.unresolved_recorded)
         if unfollowed:
             return DifferentiationContext(UNKNOWN, f"the recorded launch at {_where(min(unfollowed))} runs it, and"
@@ -480,21 +501,43 @@ class ProjectModel:
                 return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at"
                                                        f" {_where(flowing[0])} may run it", launches=sites)
         if sites:
-            return DifferentiationContext(FORWARD_ONLY, f"every launch of it ({len(sites)}, first at"
-                                                        f" {_where(sites[0])}) is outside any tape recording",
-                                          launches=sites)
+            return self._api_launch(sites, sites) or DifferentiationContext(
+                FORWARD_ONLY, f"every launch of it ({len(sites)}, first at {_where(sites[0])}) is outside any tape"
+                              " recording", launches=sites)
         unnamed = [where for where in self._unnamed_launch_sites if self._may_flow(symbol, where)] if escapes else []
         if not unnamed:
-            public = self._public(symbol)
-            return DifferentiationContext(UNKNOWN, "the project never launches it" + (
-                "; it is public API, so users may" if public else ""), launches=sites, runs=escapes or public)
+            if self._public(symbol):
+                return DifferentiationContext(PUBLIC, "the project never launches it; it is public API, so users"
+                                                      " may launch it under their own tape")
+            if self._in_package(symbol) and not escapes:
+                return DifferentiationContext(UNREACHABLE, "the project never launches it, and it is not public"
+                                                           " API", runs=False)
+            return DifferentiationContext(UNKNOWN, "the project never launches it", runs=escapes)
         for where in unnamed:
             call = self._run_under_tape(where)
             if call is not None:
                 return DifferentiationContext(UNKNOWN, _opaque_reason(where, call), launches=sites)
-        return DifferentiationContext(FORWARD_ONLY, f"it is passed around, and every launch that may run it"
-                                                    f" ({len(unnamed)}, first at {_where(unnamed[0])}) is outside any"
-                                                    " tape recording", launches=sites)
+        return self._api_launch(unnamed, sites) or DifferentiationContext(
+            FORWARD_ONLY, f"it is passed around, and every launch that may run it ({len(unnamed)}, first at"
+                          f" {_where(unnamed[0])}) is outside any tape recording", launches=sites)
+
+    def _api_launch(self, launches: list[Location] | tuple[Location, ...], sites: tuple[Location, ...]
+                    ) -> DifferentiationContext | None:
+        """*public* when one of ``launches`` (each outside the project's recordings) is reached
+        from the package's public API: users may call that under their own tape."""
+        for where in launches:
+            function = self._reachability.enclosing(where)
+            info = self.index.by_path.get(where.path)
+            if function is None or function.is_module or info is None:
+                continue
+            path = self._reachability.api_path(Symbol("function", info.name, function.qualname, where.path))
+            if path is not None:
+                through = "".join(f" through `{step.qualname}`" for step in path[1:])
+                return DifferentiationContext(PUBLIC, f"the project launches it only outside tape recordings, but"
+                                                      f" `{path[0].qualname}` is public API and launches it (at"
+                                                      f" {_where(where)}{through}): users may call it under their"
+                                                      " own tape", launches=sites)
+        return None
 
     @functools.cached_property
     def _reachability(self) -> Reachability:
@@ -526,20 +569,103 @@ class ProjectModel:
             # through its factory, a container of the module holding it, or whatever a parameter
             # or a local the model cannot name brings from the method's callers.
             for method, function, value in assigned:
+                made = self._call_products(method, function, value)
+                if made is not None:
+                    if made & named:
+                        return True
+                    continue
                 receiver = function.params[0].name if function.params else None
                 for name in value.names - {receiver}:  # the object's own state is the class's
                     resolved = self.index.resolve(method.path, function.qualname, name)
                     if resolved in named or (resolved is not None and resolved.kind == "value"
                                              and any(path == resolved.path for path, _ in holders)):
                         return True
+                    if resolved is None and name in function.local_names:
+                        # A local every assignment of which names something: it holds only those.
+                        values = self.static_values(self.index.info_of(method), function, Value(name, plain=True))
+                        if values is not None:
+                            if values & named:
+                                return True
+                            continue
                     if resolved is None and (name in function.local_names or
                                              any(p.name == name for p in function.params)) and \
                             any(self._reachability.related(path, method.path, held) for path, held in holders):
                         return True
             return False
+        put = self._reachability.container_values(location)
+        if put is not None:
+            # `KERNELS[key]`: only what the project puts in the container.
+            return any(self.index.resolve(path, scope, name) in named or
+                       (self.index.resolve(path, scope, name) is None and self._may_mean(path, scope, name, named))
+                       for path, scope, value in put for name in value.names if name in names)
         if self._reachability.open_launch(location):
             return True
         return any(self._reachability.related(path, location.path, scope) for path, scope in holders)
+
+    def _call_products(self, where: Symbol, function: FunctionSummary, value) -> frozenset[Symbol] | None:
+        """The Warp definitions a value made by calls may be: what a called project function
+        returns (all of a tuple's: `a, b = make_kernels(...)`), through conditional expressions
+        (`make(n) if meshes else None`); None where it may be something else (a parameter the
+        function returns, a value it computes) or a call is not resolved."""
+        if value is not None and value.call is None:  # an element of `a, b = make_kernels(...)`: the call's
+            whole = next((op.value for op in function.ops if op.__class__ is AssignOp and op.value is not None
+                          and op.value.code == value.code and any(v == value for _, v in op.pairs)), None)
+            value = whole if whole is not None and whole.call is not None else value
+        if value is None:
+            return None
+        if value.call is not None:
+            call = next((op for op in function.ops if op.__class__ is CallOp and op.index == value.call), None)
+            return self._returned(self.index.resolve(where.path, function.qualname, call.func)) \
+                if call is not None and call.dotted else None
+        try:
+            node = ast.parse(f"({value.code})", mode="eval").body
+        except SyntaxError:
+            return None
+        if not isinstance(node, ast.IfExp):
+            return None
+        found: set[Symbol] = set()
+        pending = [node]
+        while pending:
+            node = pending.pop()
+            if isinstance(node, ast.IfExp):
+                pending += [node.body, node.orelse]
+            elif isinstance(node, ast.Constant) and node.value is None:
+                continue
+            elif isinstance(node, ast.Call) and HEAD.fullmatch(ast.unparse(node.func)):
+                made = self._returned(self.index.resolve(where.path, function.qualname, ast.unparse(node.func)))
+                if made is None:
+                    return None
+                found |= made
+            elif isinstance(node, (ast.Name, ast.Attribute)) and HEAD.fullmatch(ast.unparse(node)):
+                named = self.static_values(self.index.info_of(where), function, Value(ast.unparse(node), plain=True))
+                if named is None:
+                    return None
+                found |= named
+            else:
+                return None
+        return frozenset(found)
+
+    def _returned(self, callee: Symbol | None) -> frozenset[Symbol] | None:
+        """The Warp definitions a project function returns (every name of a returned tuple); None
+        where it returns anything else."""
+        maker = self.index.function(callee) if callee is not None and callee.kind == "function" else None
+        if maker is None or not maker.returns_code:
+            return None
+        found: set[Symbol] = set()
+        for code in maker.returns_code:
+            for part in code.strip("()").split(","):
+                part = part.strip()
+                local = maker.local_functions.get(part)
+                if local is not None:
+                    found.add(Symbol("warp", callee.module, local, callee.path))
+                    continue
+                if not part.isidentifier():
+                    return None
+                named = self.static_values(self.index.info_of(callee), maker, Value(part, plain=True))
+                if named is None or any(symbol.kind != "warp" for symbol in named):
+                    return None
+                found |= named
+        return frozenset(found)
 
     def _holders(self, kernel: Symbol, names: tuple[str, ...], named: set[Symbol]) -> set[tuple[str, str]]:
         """(file, scope) of the code that holds the kernel by name: its module, and where its name
@@ -559,7 +685,13 @@ class ProjectModel:
         info = self.index.by_path.get(path)
         summary = self.index.summary(info) if info is not None else None
         function = summary.functions.get(scope) if summary is not None else None
-        return function is None or name not in function.local_names or name in function.local_functions
+        if function is None:
+            return True
+        if name in function.local_names and name not in function.local_functions:
+            return False
+        # A function's words hold its docstring's and comments' too: only code names a value.
+        mention = re.compile(rf"(?<![\w]){re.escape(name)}(?!\w)")
+        return any(mention.search(repr(op)) for op in function.ops)
 
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
@@ -581,7 +713,12 @@ class ProjectModel:
             return DifferentiationContext(FORWARD_ONLY, f"every caller is forward-only ({names}){why}")
         if not known:
             return self._uncalled(func, [caller for caller, _ in reached])
-        return DifferentiationContext(UNKNOWN, "some callers' context is unknown")
+        for state in (UNKNOWN, PUBLIC):  # what the model cannot decide first; then what users may run
+            for caller, context in known:
+                if context.state == state:
+                    return DifferentiationContext(state, f"`{caller.qualname}` calls it ({context.state}:"
+                                                         f" {context.reason})", context.reach)
+        return DifferentiationContext(UNKNOWN, "its callers' contexts disagree")
 
     def _uncalled(self, func: Symbol, idle_callers: list[Symbol]) -> DifferentiationContext:
         """A func that no kernel the project runs calls. Warp compiles a func only into the kernels
@@ -594,7 +731,7 @@ class ProjectModel:
         else:
             why = "no kernel of the project calls it"
         if self._public(func):
-            return DifferentiationContext(UNKNOWN, f"{why}; it is public API, so users' kernels may")
+            return DifferentiationContext(PUBLIC, f"{why}; it is public API, so users' kernels may")
         if self._in_package(func):
             return DifferentiationContext(UNREACHABLE, f"{why}, and it is not public API", runs=False)
         return DifferentiationContext(UNKNOWN, why, runs=False)
@@ -603,6 +740,12 @@ class ProjectModel:
         """The context a caller passes on to what it calls: its own, but a func whose adjoint is
         never its body's (a `@wp.func_grad` replaces it, or its backward is off) differentiates
         nothing it calls."""
+        if definition.kind in ("func_grad", "func_replay"):
+            # Warp differentiates once: a custom adjoint runs in the backward pass (a replay in its
+            # forward replay), and nothing differentiates what its body calls.
+            return DifferentiationContext(FORWARD_ONLY, f"`{caller.qualname}` calls it, and a custom adjoint's"
+                                                        f" body (`@wp.{definition.kind}`) runs in the backward pass,"
+                                                        " which Warp does not differentiate")
         if definition.kind in ("func", "func_native"):
             facts = self.facts_of(caller)
             if facts is not None and not facts.differentiable:
@@ -869,10 +1012,18 @@ class ProjectModel:
         a container): each may run any kernel that is passed around and reaches it."""
         return self._all_launch_sites[1]
 
+    @property
+    def _adjoint_launches(self) -> frozenset[Location]:
+        """Launches with `adjoint=True`: they run a kernel's adjoint by hand (a custom
+        `torch.autograd.Function.backward`, a hand-written optimizer), which differentiates it."""
+        return self._all_launch_sites[2]
+
     @functools.cached_property
-    def _all_launch_sites(self) -> tuple[dict[Symbol, tuple[Location, ...]], tuple[Location, ...]]:
+    def _all_launch_sites(self) -> tuple[dict[Symbol, tuple[Location, ...]], tuple[Location, ...],
+                                         frozenset[Location]]:
         sites: dict[Symbol, list[Location]] = {}
         unnamed: list[Location] = []
+        adjoint: set[Location] = set()
         for info in self._warp_files():
             summary = self.index.summary(info)
             if summary is None:
@@ -883,24 +1034,86 @@ class ProjectModel:
                     found = _FileSites(summary, self._sites_in(info, summary), set())
                 found.reads = read
                 self._file_sites[info.path] = found
-            for symbol, location in found.sites:
+            for symbol, location, runs_adjoint in found.sites:
                 if symbol is None:
                     unnamed.append(location)
                 else:
                     sites.setdefault(symbol, []).append(location)
-        return {symbol: tuple(found) for symbol, found in sites.items()}, tuple(unnamed)
+                if runs_adjoint:
+                    adjoint.add(location)
+        return {symbol: tuple(found) for symbol, found in sites.items()}, tuple(unnamed), frozenset(adjoint)
 
-    def _sites_in(self, info: ModuleInfo, summary: FileSummary) -> list[tuple[Symbol | None, Location]]:
+    def _named_at(self, location: Location) -> tuple[Symbol, ...]:
+        """The kernels a launch the recording could not resolve names statically (`a if c else
+        b`): its recorded launch may run each of them; () when it names none for sure."""
+        return tuple(symbol for symbol, where, _ in self._launch_sites_of_file(location.path)
+                     if where == location and symbol is not None)
+
+    def _launch_sites_of_file(self, path: str) -> list[tuple[Symbol | None, Location, bool]]:
+        self._all_launch_sites  # noqa: B018 - fills the per-file sites
+        found = self._file_sites.get(path)
+        return found.sites if found is not None else []
+
+    def _sites_in(self, info: ModuleInfo, summary: FileSummary) -> list[tuple[Symbol | None, Location, bool]]:
         found = []
         for function in summary.functions.values():
             if not function.words & _LAUNCH_WORDS:
                 continue
             for op in function.ops:
                 if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS:
-                    symbol = self.static_value(info, function, op.argument(0, "kernel"))
-                    if symbol is None or symbol.kind == "warp":
-                        found.append((symbol, Location.of(info.path, op.loc)))
+                    adjoint = op.argument(None, "adjoint")
+                    runs_adjoint = adjoint is not None and adjoint.literal not in (False, None, 0)
+                    location = Location.of(info.path, op.loc)
+                    symbols = self.static_values(info, function, op.argument(0, "kernel"))
+                    for symbol in symbols if symbols is not None else (None,):
+                        if symbol is None or symbol.kind == "warp":
+                            found.append((symbol, location, runs_adjoint))
         return found
+
+    def static_values(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0
+                      ) -> frozenset[Symbol] | None:
+        """Every definition a value may name without running anything (``static_value``'s, and the
+        branches of a conditional expression, `a if compact else b`, and of a local assigned in
+        branches, `if edge: k = a` / `else: k = b`); None when one of them cannot be named."""
+        if value is None or depth > 4:
+            return None
+        if value.call is None and not value.plain:
+            branches = _conditional_branches(value.code)
+            if branches is None:
+                return None
+            found: set[Symbol] = set()
+            for branch in branches:
+                named = self.static_values(info, function, Value(branch, plain=True), depth + 1)
+                if named is None:
+                    return None
+                found |= named
+            return frozenset(found)
+        head, _, attribute = value.code.partition(".") if value.plain else ("", "", "")
+        if attribute and "." not in attribute and "[" not in attribute and function.owner and function.params \
+                and head == function.params[0].name:
+            # `self.first`: every value the class's methods put there.
+            owner = Symbol("class", info.name, function.owner, info.path)
+            found = set()
+            for method, method_summary, assigned in self.index.attribute_value(owner, attribute):
+                named = self.static_values(self.index.info_of(method), method_summary, assigned, depth + 1)
+                if named is None:
+                    return None
+                found |= named
+            return frozenset(found) or None
+        if value.plain and "." not in value.code and "[" not in value.code and \
+                value.code in function.local_names and value.code not in function.local_functions and \
+                not _imported_in(info, function, value.code, self.index):
+            assigned = _assigned(function.ops, value.code)
+            if assigned:
+                found = set()
+                for each in assigned:
+                    named = self.static_values(info, function, each, depth + 1)
+                    if named is None:
+                        return None
+                    found |= named
+                return frozenset(found)
+        symbol = self.static_value(info, function, value, depth)
+        return frozenset({symbol}) if symbol is not None else None
 
     def static_value(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0) -> Symbol | None:
         """What a value names without running anything: a name, a local assigned once from a name or
@@ -925,12 +1138,24 @@ class ProjectModel:
                 if found is not None:
                     return found
             return None
-        if head in function.local_names and head not in function.local_functions:
+        if head in function.local_names and head not in function.local_functions and \
+                not _imported_in(info, function, head, self.index):
             assigned = _assigned(function.ops, head)
             if len(assigned) == 1 and not rest:
                 return self.static_value(info, function, assigned[0], depth + 1)
             return None
-        return self.index.resolve(info.path, function.qualname, value.code)
+        resolved = self.index.resolve(info.path, function.qualname, value.code)
+        if resolved is not None and resolved.kind == "value":
+            # A module's `simulate = make_simulate(config)`: what the factory makes.
+            holder = self.index.info_of(resolved)
+            summary = self.index.summary(holder) if holder is not None else None
+            assigned = summary.values.get(resolved.qualname) if summary is not None else None
+            if assigned is not None and assigned.callee is not None and HEAD.fullmatch(assigned.callee):
+                factory = self.index.resolve(holder.path, MODULE_SCOPE, assigned.callee)
+                made = self.index.product(factory) if factory is not None else None
+                if made is not None:
+                    return made
+        return resolved
 
     def _escapes(self, kernel: Symbol) -> bool:
         """Whether the kernel is named somewhere other than a launch's kernel argument (stored in a
@@ -1062,6 +1287,33 @@ def _relevance(ops: list) -> str | None:
                         looks_like_tape(item.value.code) or item.value.code in tapes)):
                     return "tape"
     return found
+
+
+def _imported_in(info: ModuleInfo, function: FunctionSummary, name: str, index: ProjectIndex) -> bool:
+    """Whether ``name`` is bound by an import inside the function (a lazy `from .kernels import
+    step`): the index resolves it like a module's import."""
+    summary = index.summary(info) if info is not None else None
+    return summary is not None and any(binding.local == name and binding.scope == function.qualname
+                                       for binding in summary.imports)
+
+
+def _conditional_branches(code: str) -> list[str] | None:
+    """The values a conditional expression may take (`a if c else (b if d else e)` -> a, b, e),
+    as plain names or dotted names; None for anything else."""
+    try:
+        node = ast.parse(f"({code})", mode="eval").body  # parenthesized: it may span lines
+    except SyntaxError:
+        return None
+    pending, branches = [node], []
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.IfExp):
+            pending += [node.orelse, node.body]
+        elif isinstance(node, (ast.Name, ast.Attribute)) and HEAD.fullmatch(ast.unparse(node)):
+            branches.append(ast.unparse(node))
+        else:
+            return None
+    return branches
 
 
 def _assigned(ops: list, name: str) -> list:
@@ -1214,16 +1466,6 @@ def _is_name(code: str) -> bool:
 def _scope_of(function: FunctionSummary) -> str:
     head, separator, _ = function.qualname.rpartition(".<locals>.")
     return head if separator else MODULE_SCOPE
-
-
-def public_module(info: ModuleInfo) -> bool:
-    """Whether users of a package may import the module: a module of a package (a dotted name, or
-    a package's `__init__`) with no part of its name private (`_src`) or a test's."""
-    parts = info.name.split(".")
-    if len(parts) < 2 and not info.is_package:
-        return False  # a script, or a module beside scripts
-    return not any(part.startswith("_") or part in ("tests", "test") or part.startswith("test_")
-                   or part.endswith("_test") or part == "conftest" for part in parts)
 
 
 def _opaque_reason(site: Location, call: OpaqueCall) -> str:

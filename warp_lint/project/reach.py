@@ -30,6 +30,7 @@ nor are two modules that only share a library's internals.
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
@@ -37,9 +38,17 @@ from warp_lint.host import HEAD, LAUNCH_FUNCTIONS, Location
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol
 from warp_lint.project.layout import resolve_relative
 from warp_lint.project.recordings import OpaqueCall
-from warp_lint.project.summary import MODULE_SCOPE, CallOp, FileSummary, FunctionSummary
+from warp_lint.project.summary import (
+    MODULE_SCOPE,
+    AssignOp,
+    CallOp,
+    FileSummary,
+    FunctionSummary,
+    LoopOp,
+)
 
 MAX_RUN_BY_OPAQUE = 4_000  # functions an unfollowed call may run, followed this far
+CONTAINER_WRITES = frozenset({"append", "extend", "insert", "add", "update", "setdefault", "__setitem__"})
 CONTAINER_CALLS = frozenset({"dict", "list", "set", "defaultdict", "collections.defaultdict", "OrderedDict",
                              "collections.OrderedDict"})
 
@@ -191,13 +200,76 @@ class Reachability:
         call = next((op for op in function.ops if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS
                      and (op.loc.line, op.loc.column) == (location.line, location.column)), None)
         kernel = call.argument(0, "kernel") if call is not None else None
-        receiver = function.params[0].name
-        if kernel is None or not kernel.plain or kernel.code.count(".") != 1 or \
-                not kernel.code.startswith(receiver + "."):
+        attribute = _attribute_source(function, kernel.code, function.params[0].name) if kernel is not None else None
+        if attribute is None:
             return None
         info = self._summaries[location.path][0]
         cls = Symbol("class", info.name, function.owner, info.path)
-        return self.index.attribute_value(cls, kernel.code.split(".", 1)[1]) or None
+        return (self.index.attribute_value(cls, attribute) + self._set_on_class.get((cls, attribute), [])) or None
+
+    def container_values(self, location: Location) -> list[tuple[str, str, object]] | None:
+        """For a launch whose kernel is an element of a module-level container (`KERNELS[key]`, a
+        loop over it): every value put in it, as (file, scope, value): its display and each
+        `KERNELS[k] = v`, `KERNELS.append(v)`, ... in the project. None for any other launch."""
+        function = self.enclosing(location)
+        call = next((op for op in function.ops if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS
+                     and (op.loc.line, op.loc.column) == (location.line, location.column)), None) \
+            if function is not None else None
+        kernel = call.argument(0, "kernel") if call is not None else None
+        name = _container_source(function, kernel.code) if kernel is not None else None
+        container = self.index.resolve(location.path, function.qualname, name) if name is not None else None
+        entry = self._summary(container.path) if container is not None and container.kind == "value" else None
+        held = entry[1].values.get(container.qualname) if entry is not None else None
+        if held is None or not _is_container(held.value.code, held.callee):
+            return None
+        return [(container.path, MODULE_SCOPE, held.value), *self._put_in.get(container, ())]
+
+    @functools.cached_property
+    def _put_in(self) -> dict[Symbol, list[tuple[str, str, object]]]:
+        """Module-level containers -> what the project puts in them after their display
+        (`KERNELS[key] = kernel`, `KERNELS.append(kernel)`, `KERNELS.update(...)`)."""
+        found: dict[Symbol, list] = {}
+        for info, summary in self._summaries.values():
+            for function in summary.functions.values():
+                for op in function.ops:
+                    if op.__class__ is AssignOp:
+                        for target, value in op.pairs:
+                            head = re.fullmatch(r"([A-Za-z_][\w.]*)\[.*\]", target, re.DOTALL)
+                            if head is not None and value is not None:
+                                symbol = self.index.resolve(info.path, function.qualname, head.group(1))
+                                if symbol is not None and symbol.kind == "value":
+                                    found.setdefault(symbol, []).append((info.path, function.qualname, value))
+                    elif op.__class__ is CallOp and op.receiver and op.method in CONTAINER_WRITES:
+                        symbol = self.index.resolve(info.path, function.qualname, op.receiver)
+                        if symbol is not None and symbol.kind == "value":
+                            found.setdefault(symbol, []).extend((info.path, function.qualname, argument.value)
+                                                                for argument in op.args)
+        return found
+
+    @functools.cached_property
+    def _set_on_class(self) -> dict[tuple[Symbol, str], list[tuple[Symbol, FunctionSummary, object]]]:
+        """Attributes set on a class from outside its methods (`Cls.attr = value`, a factory's
+        `Specialized.step = staticmethod(kernel)`): (class, attribute) -> (the function that sets
+        it, its summary, the value), filed under the class and every base of it, since `self` in a
+        base's method may be an instance of the class."""
+        found: dict[tuple[Symbol, str], list] = {}
+        for info, summary in self._summaries.values():
+            for function in summary.functions.values():
+                for op in function.ops:
+                    if op.__class__ is not AssignOp or op.augmented is not None:
+                        continue
+                    for code, value in op.pairs:
+                        head, dot, attribute = code.partition(".")
+                        if value is None or not dot or "." in attribute or "[" in code or \
+                                head in (p.name for p in function.params[:1]):
+                            continue
+                        cls = self.index.resolve(info.path, function.qualname, head)
+                        if cls is None or cls.kind != "class":
+                            continue
+                        setter = Symbol("function", info.name, function.qualname, info.path)
+                        for klass in self.index.mro(cls):
+                            found.setdefault((klass, attribute), []).append((setter, function, value))
+        return found
 
     def _from_caller(self, path: str, function: FunctionSummary, name: str) -> bool:
         """Whether ``name`` in ``function`` is a parameter of it (or of a function enclosing it) that
@@ -261,20 +333,132 @@ class Reachability:
                     held.setdefault(attribute, set()).update((found,) if found is not None else ())
         return held
 
+    # -- the public API -------------------------------------------------------------------
+    @functools.cached_property
+    def _calls_by_name(self) -> dict[str, list[tuple[ModuleInfo, FunctionSummary, CallOp]]]:
+        """A called name (a method's, or a dotted callee's last part) -> the calls of that name."""
+        found: dict[str, list] = {}
+        for info, summary in self._summaries.values():
+            for function in summary.functions.values():
+                for op in function.ops:
+                    if op.__class__ is CallOp and op.dotted and op.qualified is None:
+                        found.setdefault(op.method or op.func.rsplit(".", 1)[-1], []).append((info, function, op))
+        return found
+
+    @functools.cached_property
+    def _exported(self) -> frozenset[Symbol]:
+        """The functions and classes a public module defines under a public name or imports at
+        module level (its re-exports: `newton/solvers.py`'s `from ._src.solvers import ...`)."""
+        found: set[Symbol] = set()
+        for info in self.index.infos():
+            summary = self.index.summary(info) if public_module(info) else None
+            if summary is None:
+                continue
+            names = [binding.local for binding in summary.imports if binding.scope == MODULE_SCOPE
+                     and binding.name not in (None, "*") and not binding.local.startswith("_")]
+            names += [name for name in (*summary.functions, *summary.classes)
+                      if "." not in name and name != MODULE_SCOPE and not name.startswith("_")]
+            for name in names:
+                symbol = self.index.resolve(info.path, MODULE_SCOPE, name)
+                if symbol is not None and symbol.kind in ("function", "class"):
+                    found.add(symbol)
+        return frozenset(found)
+
+    def _is_api(self, function: Symbol) -> bool:
+        """Whether users of the package call ``function``: an exported function, or a public
+        method (dunders included: `__call__`) of an exported class or of one it derives from."""
+        if function in self._exported:
+            return True
+        owner, dot, name = function.qualname.rpartition(".")
+        if not dot or "<locals>" in owner or (name.startswith("_") and not name.startswith("__")):
+            return False
+        cls = Symbol("class", function.module, owner, function.path)
+        return any(cls in self.index.mro(exported) for exported in self._exported if exported.kind == "class") \
+            if cls not in self._exported else True
+
+    def api_path(self, function: Symbol, limit: int = 200) -> list[Symbol] | None:
+        """The calls from the package's public API down to ``function`` ([api function, ...,
+        function]); None when no call the model resolves leads there from the API (within
+        ``limit`` functions). Test modules and module-level code call nothing users do."""
+        chains = {function: [function]}
+        pending = [function]
+        while pending and len(chains) < limit:
+            current = pending.pop(0)
+            if self._is_api(current):
+                return chains[current]
+            name = current.qualname.rsplit(".", 1)[-1]
+            for info, caller, op in self._calls_by_name.get(name, ()):
+                if caller.is_module or _test_module(info.path):
+                    continue
+                symbol = Symbol("function", info.name, caller.qualname, info.path)
+                if symbol not in chains and self._static_callee(info, caller, op) == current:
+                    chains[symbol] = [symbol, *chains[current]]
+                    pending.append(symbol)
+        return None
+
     def _named(self, name: str, near: str) -> list[tuple[ModuleInfo, FunctionSummary]]:
         return [(info, function) for info, function in self._by_name.get(name, ())
                 if self.related(near, info.path)]
+
+
+def public_module(info: ModuleInfo) -> bool:
+    """Whether users of a package may import the module: a module of a package (a dotted name, or
+    a package's `__init__`) with no part of its name private (`_src`) or a test's."""
+    parts = info.name.split(".")
+    if len(parts) < 2 and not info.is_package:
+        return False  # a script, or a module beside scripts
+    return not any(part.startswith("_") or part in ("tests", "test") or part.startswith("test_")
+                   or part.endswith("_test") or part == "conftest" for part in parts)
 
 
 def _public(path: str, function: FunctionSummary) -> bool:
     """Whether users may call ``function``: not private (a leading underscore in its qualified
     name), not in a test module (pytest's names: ``test_*.py``, ``*_test.py``, ``conftest.py``,
     a ``tests`` folder)."""
-    parts = Path(path).parts
-    name = parts[-1] if parts else ""
-    if name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or "tests" in parts[:-1]:
+    if _test_module(path):
         return False
     return not any(part.startswith("_") and not part.startswith("__") for part in function.qualname.split("."))
+
+
+def _attribute_source(function: FunctionSummary, code: str, receiver: str) -> str | None:
+    """The attribute of the method's object a kernel value comes from: `self.step`, an element of
+    a container held there (`self.kernels[key]`, `self.kernels.get(key)`), or a local taken from
+    one (`for size, kernel in self.kernels.items():`, `kernel = self.kernels[size]`)."""
+    return _source(function, code, rf"{re.escape(receiver)}\.(\w+)", bare=True)
+
+
+def _container_source(function: FunctionSummary, code: str) -> str | None:
+    """The (dotted) name of the container a kernel value is an element of: `KERNELS[key]`,
+    `kernels.TABLE.get(key)`, or a local taken from one (a loop over it, `k = KERNELS[n]`)."""
+    return _source(function, code, r"([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?)", bare=False)
+
+
+def _source(function: FunctionSummary, code: str, holder: str, bare: bool) -> str | None:
+    element = re.compile(holder + (r"(?:\[.*\]|\.(?:get|pop)\(.*\))" + ("?" if bare else "")), re.DOTALL)
+    found = element.fullmatch(code)
+    if found is not None:
+        return found.group(1)
+    if not code.isidentifier() or code not in function.local_names:
+        return None
+    sources = set()
+    for op in function.ops:
+        if op.__class__ is LoopOp and code in op.targets:
+            iterated = re.fullmatch(holder + r"(?:\.(?:items|values)\(\))?", op.iterable.code) \
+                if op.iterable is not None else None
+            sources.add(iterated.group(1) if iterated is not None else None)
+        elif op.__class__ is AssignOp:
+            for target, value in op.pairs:
+                if target == code:
+                    taken = element.fullmatch(value.code) if value is not None else None
+                    sources.add(taken.group(1) if taken is not None else None)
+    return sources.pop() if len(sources) == 1 else None
+
+
+def _test_module(path: str) -> bool:
+    """pytest's names: ``test_*.py``, ``*_test.py``, ``conftest.py``, a ``tests`` folder."""
+    parts = Path(path).parts
+    name = parts[-1] if parts else ""
+    return name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py" or "tests" in parts[:-1]
 
 
 def _is_container(code: str, callee: str | None) -> bool:

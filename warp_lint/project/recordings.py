@@ -556,8 +556,8 @@ class Recorder:
         ``obj.m(...)`` on an object the recording cannot type, ``__call__`` for a call of a value
         (``model(x)``, ``layers[i](x)``); None where it runs nothing of the project (a library's
         function, a builtin, a tape's or an array's method, a definition it did not follow)."""
-        if not op.dotted:
-            return "__call__"
+        if not op.dotted:  # `Solver(cubic=True).run(x)`: a method of a value; `layers[i](x)`: a call of one
+            return op.method if op.method is not None else "__call__"
         if op.receiver is not None:
             receiver = self._resolve(frame, op.receiver)
             if receiver.symbol is not None or receiver.instance is not None or receiver.key in self.tape_keys:

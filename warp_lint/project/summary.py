@@ -24,7 +24,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 4
+SUMMARY_VERSION = 5
 
 MODULE_SCOPE = "<module>"
 
@@ -188,6 +188,7 @@ class LoopOp:
     single_pass: bool  # the body ends in break/return/raise at its top level
     loc: Loc
     truths: tuple[bool, ...] | None = None  # `for flag in (False, True):`: each pass's truth of the target
+    iterable: Value | None = None  # what a `for` loop iterates over
 
 
 @_summary_class
@@ -982,14 +983,15 @@ class _OpScanner:
             self.ops.append(EndWithOp())
         elif isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
             header = statement.iter if isinstance(statement, (ast.For, ast.AsyncFor)) else statement.test
-            self.expression(header, "other")
+            header_calls = self.expression(header, "other")
             targets: tuple[str, ...] = ()
             if isinstance(statement, (ast.For, ast.AsyncFor)):
                 targets = tuple(n.id for n in ast.walk(statement.target) if isinstance(n, ast.Name))
             self.blocks += 1
             number = self.blocks
             self.ops.append(LoopOp(number, "while" if isinstance(statement, ast.While) else "for", targets,
-                                   _single_pass(statement.body), self.loc(statement), _literal_truths(statement)))
+                                   _single_pass(statement.body), self.loc(statement), _literal_truths(statement),
+                                   self.value(header, header_calls) if not isinstance(statement, ast.While) else None))
             self.visit_block(statement.body)
             self.ops.append(EndLoopOp(number))
             if statement.orelse:

@@ -1,0 +1,40 @@
+"""Small multi-file programs for the whole-program tests: written to a folder, linted, and run.
+
+Imported by name (``from programs import write_program``): the tests folder is on ``sys.path``.
+``measure`` runs ``tests/measured/measure_programs.py`` on programs whose ``train.main(values)``
+returns (loss, gradient), in one child process: it compares the gradient with central differences.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+MEASURE_PROGRAMS = Path(__file__).parent / "measured" / "measure_programs.py"
+VALUES = [0.3, 0.7, 1.1, 0.9]
+
+
+def write_program(folder: Path, files: dict[str, str]) -> Path:
+    """The files (dedented) in ``folder``, with a pyproject.toml that makes it a project of its own."""
+    folder.mkdir(parents=True)
+    (folder / "pyproject.toml").write_text(f"[project]\nname = '{folder.name}'\n")
+    for name, text in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(textwrap.dedent(text).lstrip())
+    return folder
+
+
+def measure(folders: dict[str, Path], names, manifest_dir: Path) -> dict[str, dict]:
+    """Each named program's measurement (``measure_programs.py``'s JSON object), by name."""
+    manifest = manifest_dir / "programs.json"
+    manifest.write_text(json.dumps([{"id": name, "folder": str(folders[name]), "entry": "train", "values": VALUES}
+                                    for name in names]))
+    run = subprocess.run([sys.executable, str(MEASURE_PROGRAMS), str(manifest)], capture_output=True, text=True,
+                         check=False, timeout=600, env=dict(os.environ))
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
+    return {result["id"]: result for result in results if "id" in result}

@@ -1,0 +1,440 @@
+"""Differentiation contexts decided from the program's entry points: what users and frameworks call.
+
+Each program is linted with the real command line and, where the test claims a gradient, run:
+``tests/measured/measure_programs.py`` compares the program's gradient with central differences
+of its loss on the CPU, in one child process for the module (the PyTorch programs only where
+PyTorch is installed).
+
+- ``torch-tape``: a ``torch.autograd.Function`` whose ``forward`` records a launch on a tape and
+  whose ``backward`` runs that tape's backward. The kernel's dynamic loop multiplies a local by
+  itself: *differentiated*, its WL104 reported, and the gradient measured wrong.
+- ``torch-adjoint``: the same kernel, launched plainly in ``forward`` and with ``adjoint=True`` in
+  ``backward``: the hand-run adjoint differentiates it (no tape anywhere).
+- ``library``: a package whose public ``inverse_dynamics`` rotates torques in place, launched by
+  the package only outside tapes. It is *public*: not reported by default (counted), reported with
+  ``--report-contexts public``; a user's program that records ``inverse_dynamics`` on its own tape
+  gets a wrong gradient (``library-user``). The same kernel behind a private function is
+  *forward-only*.
+- ``custom-adjoint-body``: a helper that a ``@wp.func_grad`` body calls runs only in the backward
+  pass, which Warp does not differentiate: *forward-only*, and the gradient matches.
+- ``containers``: kernels picked from a module-level dict, from a dict held by an object, from a
+  conditional expression, and set on a class by a factory, each under a tape, beside kernels of
+  the same modules that are only launched after ``backward()``. A launch that takes its kernel
+  from a container runs only what the program puts in it: the others stay forward-only.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from programs import measure, write_program
+
+from warp_lint.cli import main as warp_lint
+from warp_lint.config import find_config
+
+SERIES = """
+import warp as wp
+
+
+@wp.kernel
+def sine_series(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    s = float(0.0)
+    for k in range(i + 2):
+        s = s * wp.sin(x[i]) + 1.0  # expect: WL104
+    y[i] = s
+"""
+
+TORCH_TAPE = """
+import torch
+import warp as wp
+
+from kernels import sine_series
+
+
+class SineSeries(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_torch):
+        ctx.x = wp.from_torch(x_torch.detach().clone(), requires_grad=True)
+        ctx.y = wp.zeros_like(ctx.x, requires_grad=True)
+        ctx.tape = wp.Tape()
+        with ctx.tape:
+            wp.launch(sine_series, ctx.x.shape[0], inputs=[ctx.x], outputs=[ctx.y])
+        return wp.to_torch(ctx.y).clone()
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        ctx.tape.backward(grads={ctx.y: wp.from_torch(grad_y.contiguous())})
+        return wp.to_torch(ctx.x.grad).clone()
+
+
+def main(values):
+    x = torch.tensor(values, dtype=torch.float32, requires_grad=True)
+    loss = SineSeries.apply(x).sum()
+    loss.backward()
+    return float(loss), x.grad.numpy().copy()
+"""
+
+TORCH_ADJOINT = """
+import torch
+import warp as wp
+
+from kernels import sine_series
+
+
+class SineSeries(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x_torch):
+        x = wp.from_torch(x_torch.detach().contiguous())
+        y = wp.zeros_like(x)
+        wp.launch(sine_series, x.shape[0], inputs=[x], outputs=[y])
+        ctx.save_for_backward(x_torch)
+        return wp.to_torch(y).clone()
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        (x_torch,) = ctx.saved_tensors
+        x = wp.from_torch(x_torch.detach().contiguous())
+        y = wp.zeros_like(x)
+        adj_x = wp.zeros_like(x)
+        wp.launch(sine_series, x.shape[0], inputs=[x], outputs=[y],
+                  adj_inputs=[adj_x], adj_outputs=[wp.from_torch(grad_y.contiguous())], adjoint=True)
+        return wp.to_torch(adj_x).clone()
+
+
+def main(values):
+    x = torch.tensor(values, dtype=torch.float32, requires_grad=True)
+    loss = SineSeries.apply(x).sum()
+    loss.backward()
+    return float(loss), x.grad.numpy().copy()
+"""
+
+DYNAMICS = """
+import warp as wp
+
+
+@wp.kernel
+def rotate_torques(q: wp.array(dtype=float), tau: wp.array(dtype=float)):
+    i = wp.tid()
+    tau[i] = tau[i] * wp.cos(q[i])  # expect: WL102
+
+
+def inverse_dynamics(q, tau):
+    \"\"\"Joint torques for the configuration q, rotated in place into the joint frames.\"\"\"
+    wp.launch(rotate_torques, q.shape[0], inputs=[q, tau])
+    return tau
+"""
+
+LIBRARY = {
+    "mylib/__init__.py": "from .dynamics import inverse_dynamics\n\n__all__ = [\"inverse_dynamics\"]\n",
+    "mylib/dynamics.py": DYNAMICS,
+    "mylib/report.py": """
+        import warp as wp
+
+        from .dynamics import inverse_dynamics
+
+
+        def print_torques(q):
+            tau = wp.ones(q.shape[0], dtype=float)
+            inverse_dynamics(q, tau)
+            print(tau.numpy())
+        """,
+}
+
+LIBRARY_USER = """
+import sys
+from pathlib import Path
+
+import numpy as np
+import warp as wp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "library"))
+
+from mylib import inverse_dynamics  # noqa: E402
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), tau: wp.array(dtype=float)):
+    i = wp.tid()
+    tau[i] = x[i] * x[i]
+
+
+def main(values):
+    q = wp.array(values, dtype=float, requires_grad=True)
+    tau = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, len(values), inputs=[q, tau])
+        inverse_dynamics(q, tau)
+    tape.backward(grads={tau: wp.ones(len(values), dtype=float)})
+    return float(np.sum(tau.numpy())), q.grad.numpy().copy()
+"""
+
+CUSTOM_ADJOINT_BODY = {
+    "kernels.py": """
+        import warp as wp
+
+
+        @wp.func
+        def power_series(x: float, n: int):
+            s = float(1.0)
+            for k in range(n):
+                s = s * x  # a WL104 of a helper only the custom adjoint's body runs
+            return s
+
+
+        @wp.func
+        def smooth_power(x: float, n: int):
+            return wp.pow(x, float(n))
+
+
+        @wp.func_grad(smooth_power)
+        def adj_smooth_power(x: float, n: int, adj_ret: float):
+            wp.adjoint[x] += adj_ret * float(n) * power_series(x, n - 1)
+
+
+        @wp.kernel
+        def powers(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = smooth_power(x[i], i + 2)
+        """,
+    "train.py": """
+        import numpy as np
+        import warp as wp
+
+        from kernels import powers
+
+
+        def main(values):
+            x = wp.array(values, dtype=float, requires_grad=True)
+            y = wp.zeros(len(values), dtype=float, requires_grad=True)
+            tape = wp.Tape()
+            with tape:
+                wp.launch(powers, len(values), inputs=[x], outputs=[y])
+            tape.backward(grads={y: wp.ones(len(values), dtype=float)})
+            return float(np.sum(y.numpy())), x.grad.numpy().copy()
+        """,
+}
+
+CONTAINERS = {
+    "kernels.py": """
+        import warp as wp
+
+
+        @wp.kernel
+        def square_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = x[i] * x[i]
+
+
+        @wp.kernel
+        def cube_into(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = x[i] * x[i] * x[i]
+
+
+        def make_scale(factor: float):
+            @wp.kernel
+            def scale(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = x[i] * x[i] * factor
+
+            return scale
+
+
+        @wp.kernel
+        def damp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = x[i] - 0.1 * x[i] * x[i]  # in place: only after backward()
+
+
+        @wp.kernel
+        def clamp(x: wp.array(dtype=float)):
+            i = wp.tid()
+            x[i] = wp.min(x[i], x[i] * x[i])  # in place: only after backward()
+
+
+        FORWARD = {"square": square_into, "cube": cube_into}
+        STEPS = [damp]
+        """,
+    "solver.py": """
+        import warp as wp
+
+        from kernels import FORWARD, STEPS, clamp, cube_into, make_scale, square_into
+
+
+        class Solver:
+            def __init__(self, cubic):
+                self.stages = {n: make_scale(float(n)) for n in (1, 2)}
+                self.first = cube_into if cubic else square_into
+
+            def run(self, x, y):
+                wp.launch(self.first, x.shape[0], inputs=[x], outputs=[y])
+                for factor, kernel in self.stages.items():
+                    wp.launch(kernel, x.shape[0], inputs=[x], outputs=[y])
+                wp.launch(FORWARD["square"], x.shape[0], inputs=[x], outputs=[y])
+
+            def polish(self, x, y):
+                wp.launch(self.extra, x.shape[0], inputs=[x], outputs=[y])
+
+
+        def make_solver():
+            class Tuned(Solver):
+                pass
+
+            Tuned.extra = staticmethod(square_into)
+            return Tuned
+
+
+        def fit(x, y, loss):
+            tape = wp.Tape()
+            with tape:
+                solver = Solver(cubic=True)
+                solver.run(x, y)
+                tuned = make_solver()(cubic=False)
+                tuned.polish(x, y)
+            tape.backward(loss)
+            for step in STEPS:
+                wp.launch(step, x.shape[0], inputs=[x])
+            wp.launch(clamp, x.shape[0], inputs=[x])
+        """,
+}
+
+
+PROGRAMS = {
+    "torch-tape": {"kernels.py": SERIES, "train.py": TORCH_TAPE},
+    "torch-adjoint": {"kernels.py": SERIES, "train.py": TORCH_ADJOINT},
+    "library": LIBRARY,
+    "library-user": {"train.py": LIBRARY_USER},
+    "private-library": {**LIBRARY, "mylib/dynamics.py": DYNAMICS.replace("def inverse_dynamics", "def _inverse_dynamics")
+                        .replace("  # expect: WL102", ""),
+                        "mylib/__init__.py": "", "mylib/report.py": LIBRARY["mylib/report.py"].replace(
+                            "inverse_dynamics", "_inverse_dynamics").replace("def print_torques", "def _print_torques")},
+    "custom-adjoint-body": CUSTOM_ADJOINT_BODY,
+    "containers": CONTAINERS,
+}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("entry")
+    return {name: write_program(root / name, files) for name, files in PROGRAMS.items()}
+
+
+def _report(target: Path, tmp_path: Path, *options: str) -> list[dict]:
+    report = tmp_path / "report.json"
+    warp_lint(["check", "--output-format", "json", "--no-cache", "--exit-zero", "--quiet",
+               "--target-warp-version", "1.19.0", "--output-file", str(report), *options, str(target)])
+    return json.loads(report.read_text())
+
+
+def _findings(target: Path, tmp_path: Path, *options: str) -> list[tuple[str, int, str]]:
+    return sorted((Path(f["filename"]).relative_to(target).as_posix(), f["location"]["row"], f["code"])
+                  for f in _report(target, tmp_path, *options))
+
+
+def _expected(folder: Path) -> list[tuple[str, int, str]]:
+    return sorted((path.relative_to(folder).as_posix(), number, line.rsplit("# expect: ", 1)[1].strip())
+                  for path in folder.rglob("*.py")
+                  for number, line in enumerate(path.read_text().splitlines(), 1) if "# expect: " in line)
+
+
+def _explain(target: str, capsys) -> str:
+    warp_lint(["explain", "--no-cache", target])
+    return capsys.readouterr().out
+
+
+@pytest.mark.parametrize("name", ["torch-tape", "torch-adjoint"])
+def test_a_torch_function_differentiates_its_kernel(name, folders, tmp_path, capsys):
+    assert _findings(folders[name], tmp_path) == _expected(folders[name])
+    out = _explain(str(folders[name] / "kernels.py") + ":5", capsys)
+    assert "differentiated" in out
+    if name == "torch-tape":
+        assert "recorded on `ctx.tape`" in out and "entry point `SineSeries.forward`" in out
+    else:
+        assert "its adjoint is launched at train.py:22 (`adjoint=True`)" in out
+
+
+def test_a_public_function_of_a_library_makes_its_kernel_public(folders, tmp_path, capsys):
+    library = folders["library"]
+    assert _findings(library, tmp_path) == []
+    warp_lint(["check", "--no-cache", str(library)])
+    assert "1 finding in code the project does not differentiate" in capsys.readouterr().out
+    assert _findings(library, tmp_path, "--report-contexts", "public") == _expected(library)
+    out = _explain(str(library / "mylib" / "dynamics.py") + ":5", capsys)
+    assert "public" in out and "`inverse_dynamics` is public API and launches it" in out
+    assert "`--report-contexts public`" in out
+
+
+def test_the_same_kernel_behind_a_private_function_is_forward_only(folders, tmp_path, capsys):
+    library = folders["private-library"]
+    assert _findings(library, tmp_path, "--report-contexts", "differentiated,public,unknown") == []
+    out = _explain(str(library / "mylib" / "dynamics.py") + ":5", capsys)
+    assert "forward-only" in out and "outside any tape recording" in out
+
+
+def test_a_helper_of_a_custom_adjoints_body_is_forward_only(folders, tmp_path, capsys):
+    folder = folders["custom-adjoint-body"]
+    assert _findings(folder, tmp_path) == []
+    out = _explain(str(folder / "kernels.py") + ":4", capsys)
+    assert "forward-only" in out and "`adj_smooth_power` calls it" in out and "runs in the backward pass" in out
+
+
+@pytest.mark.parametrize(("kernel", "state"), [
+    ("square_into", "differentiated"),  # FORWARD["square"], `self.first`, `Tuned.extra`
+    ("cube_into", "differentiated"),  # `self.first = cube_into if cubic else square_into`
+    ("scale", "unknown"),  # make_scale's, from a dict comprehension the object holds: may run
+    ("damp", "forward-only"),  # only in STEPS, launched after backward()
+    ("clamp", "forward-only"),  # launched by name after backward()
+])
+def test_a_kernel_taken_from_a_container_is_one_the_program_put_there(kernel, state, folders, capsys):
+    path = folders["containers"] / "kernels.py"
+    line = next(n for n, text in enumerate(path.read_text().splitlines(), 1) if f"def {kernel}(" in text)
+    out = _explain(f"{path}:{line}", capsys)
+    assert out.splitlines()[0].endswith(f": {state}"), out
+
+
+def test_a_method_of_an_object_the_recording_cannot_type_proves_nothing_forward_only(folders, tmp_path, capsys):
+    folder = folders["containers"].parent / "containers-chained"
+    solver = PROGRAMS["containers"]["solver.py"].replace(
+        "solver = Solver(cubic=True)", "Solver(cubic=True).run(x, y)").replace("solver.run(x, y)", "pass")
+    write_program(folder, {**PROGRAMS["containers"], "solver.py": solver})
+    out = _explain(str(folder / "kernels.py") + ":5", capsys)
+    assert out.splitlines()[0].endswith(": unknown") and "`Solver(cubic=True).run(...)`" in out, out
+
+
+def test_the_contexts_option_and_setting_name_known_contexts(folders, tmp_path, capsys):
+    assert warp_lint(["check", "--no-cache", "--report-contexts", "public,everything", str(folders["library"])]) == 2
+    assert "unknown context 'everything'" in capsys.readouterr().err
+    (folders["library"] / "pyproject.toml").write_text(
+        "[project]\nname = 'library'\n\n[tool.warp-lint]\nreport-contexts = [\"differentiated\", \"public\"]\n")
+    find_config.cache_clear()  # this process read the folder's configuration before
+    try:
+        assert _findings(folders["library"], tmp_path) == _expected(folders["library"])
+    finally:
+        (folders["library"] / "pyproject.toml").write_text("[project]\nname = 'library'\n")
+        find_config.cache_clear()
+
+
+MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match"}
+MEASURED_WITH_TORCH = {"torch-tape": "wrong", "torch-adjoint": "wrong"}
+
+
+@pytest.fixture(scope="module")
+def measured(folders, tmp_path_factory) -> dict[str, dict]:
+    pytest.importorskip("warp")
+    return measure(folders, MEASURED, tmp_path_factory.mktemp("manifest"))
+
+
+@pytest.mark.parametrize(("name", "verdict"), list(MEASURED.items()))
+def test_the_gradient_is_as_the_contexts_say(name, verdict, measured):
+    assert measured[name]["verdict"] == verdict, measured[name]
+
+
+@pytest.mark.parametrize(("name", "verdict"), list(MEASURED_WITH_TORCH.items()))
+def test_the_torch_programs_gradient_is_as_the_findings_say(name, verdict, folders, tmp_path_factory):
+    pytest.importorskip("warp")
+    pytest.importorskip("torch")
+    assert measure(folders, [name], tmp_path_factory.mktemp("manifest"))[name]["verdict"] == verdict

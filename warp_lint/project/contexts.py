@@ -1,0 +1,40 @@
+"""The differentiation contexts a kernel or ``@wp.func`` can be in, and which are reported.
+
+A context says whether a gradient can flow through a definition, decided over the whole program
+(``warp_lint.project.model``):
+
+- *differentiated*: a recording of the project reaches it (a tape, a gradient check, a launch
+  with ``adjoint=True``);
+- *public*: only the package's public API reaches it, outside every recording of the project:
+  its users may record it on their own tape;
+- *unknown*: the model cannot decide (a call or launch it cannot follow), and says what stopped it;
+- *forward-only*: every path to it is outside recordings, or backward is disabled for it, or it
+  is reached only through a custom adjoint;
+- *unreachable*: nothing the project runs reaches it, and it is not public API.
+
+Findings in a context that is not reported are counted, never lost: the summary line says how
+many and how to see them. The default is the measured one: on the real-code corpus
+(``benchmarks/bench_realcode.py``) blind judges found the findings in *public* code of the
+projects' libraries mostly in code users do not differentiate (collision, rendering, setup), so a
+library author opts in with ``report-contexts``.
+"""
+
+from __future__ import annotations
+
+DIFFERENTIATED, PUBLIC, UNKNOWN = "differentiated", "public", "unknown"
+FORWARD_ONLY, UNREACHABLE = "forward-only", "unreachable"
+CONTEXTS = (DIFFERENTIATED, PUBLIC, UNKNOWN, FORWARD_ONLY, UNREACHABLE)
+DEFAULT_REPORTED = frozenset({DIFFERENTIATED, UNKNOWN})
+
+
+def parse_contexts(items: list[str] | str) -> frozenset[str]:
+    """Context names from a list or a comma-separated string; ValueError names an unknown one.
+    ``all`` stands for every context."""
+    names = [part.strip() for item in ([items] if isinstance(items, str) else items) for part in item.split(",")]
+    names = [name for name in names if name]
+    if "all" in names:
+        return frozenset(CONTEXTS)
+    unknown = [name for name in names if name not in CONTEXTS]
+    if unknown:
+        raise ValueError(f"unknown context '{unknown[0]}' (known: {', '.join(CONTEXTS)}, all)")
+    return frozenset(names)
