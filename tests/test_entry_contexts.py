@@ -17,6 +17,8 @@ PyTorch is installed).
   *forward-only*.
 - ``custom-adjoint-body``: a helper that a ``@wp.func_grad`` body calls runs only in the backward
   pass, which Warp does not differentiate: *forward-only*, and the gradient matches.
+- ``config-set``: a function that sets ``wp.config.<option>`` records a hazard: ``wp`` stays Warp
+  there (an attribute assignment binds no name), so the kernel is differentiated and reported.
 - ``containers``: kernels picked from a module-level dict, from a dict held by an object, from a
   conditional expression, and set on a class by a factory, each under a tape, beside kernels of
   the same modules that are only launched after ``backward()``. A launch that takes its kernel
@@ -172,6 +174,36 @@ def main(values):
     return float(np.sum(tau.numpy())), q.grad.numpy().copy()
 """
 
+# A function that sets `wp.config.<option> = ...` binds no local `wp`: its launches are Warp's.
+CONFIG_SET = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), tau: wp.array(dtype=float)):
+    i = wp.tid()
+    tau[i] = x[i] * x[i]
+
+
+@wp.kernel
+def rotate_torques(q: wp.array(dtype=float), tau: wp.array(dtype=float)):
+    i = wp.tid()
+    tau[i] = tau[i] * wp.cos(q[i])  # expect: WL102
+
+
+def main(values):
+    wp.config.verify_autograd_array_access = False
+    q = wp.array(values, dtype=float, requires_grad=True)
+    tau = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, len(values), inputs=[q, tau])
+        wp.launch(rotate_torques, len(values), inputs=[q, tau])
+    tape.backward(grads={tau: wp.ones(len(values), dtype=float)})
+    return float(np.sum(tau.numpy())), q.grad.numpy().copy()
+"""
+
 CUSTOM_ADJOINT_BODY = {
     "kernels.py": """
         import warp as wp
@@ -313,6 +345,7 @@ PROGRAMS = {
                         "mylib/__init__.py": "", "mylib/report.py": LIBRARY["mylib/report.py"].replace(
                             "inverse_dynamics", "_inverse_dynamics").replace("def print_torques", "def _print_torques")},
     "custom-adjoint-body": CUSTOM_ADJOINT_BODY,
+    "config-set": {"train.py": CONFIG_SET},
     "containers": CONTAINERS,
 }
 
@@ -405,6 +438,12 @@ def test_a_method_of_an_object_the_recording_cannot_type_proves_nothing_forward_
     assert out.splitlines()[0].endswith(": unknown") and "`Solver(cubic=True).run(...)`" in out, out
 
 
+def test_a_function_that_sets_a_warp_config_option_still_launches_warp_kernels(folders, tmp_path, capsys):
+    folder = folders["config-set"]
+    assert _findings(folder, tmp_path) == _expected(folder)
+    assert "differentiated" in _explain(str(folder / "train.py") + ":13", capsys)
+
+
 def test_the_contexts_option_and_setting_name_known_contexts(folders, tmp_path, capsys):
     assert warp_lint(["check", "--no-cache", "--report-contexts", "public,everything", str(folders["library"])]) == 2
     assert "unknown context 'everything'" in capsys.readouterr().err
@@ -418,7 +457,7 @@ def test_the_contexts_option_and_setting_name_known_contexts(folders, tmp_path, 
         find_config.cache_clear()
 
 
-MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match"}
+MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match", "config-set": "wrong"}
 MEASURED_WITH_TORCH = {"torch-tape": "wrong", "torch-adjoint": "wrong"}
 
 

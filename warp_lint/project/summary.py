@@ -19,12 +19,13 @@ import dataclasses
 import hashlib
 import operator
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 5
+SUMMARY_VERSION = 6
 
 MODULE_SCOPE = "<module>"
 
@@ -531,7 +532,7 @@ def _scope_facts(function: ast.AST) -> tuple[set[str], dict[str, ast.AST], list[
         if targets is not None:
             for target in targets(node):
                 if target is not None:
-                    names.update(n.id for n in ast.walk(target) if n.__class__ is ast.Name)
+                    names.update(_bound_names(target))
         if kind is ast.ExceptHandler and node.name:
             names.add(node.name)
         for field in _BLOCK_FIELDS:
@@ -539,6 +540,19 @@ def _scope_facts(function: ast.AST) -> tuple[set[str], dict[str, ast.AST], list[
             if block:
                 stack.extend(block)
     return names, nested, imports
+
+
+def _bound_names(target: ast.AST) -> Iterator[str]:
+    """The names an assignment target binds: `x`, the elements of `a, (b, *c)`; none for
+    `wp.config.mode = ...` or `cache[key] = ...`, which set something of an existing value."""
+    kind = target.__class__
+    if kind is ast.Name:
+        yield target.id
+    elif kind is ast.Tuple or kind is ast.List:
+        for element in target.elts:
+            yield from _bound_names(element)
+    elif kind is ast.Starred:
+        yield from _bound_names(target.value)
 
 
 _BINDING_TARGETS = {
