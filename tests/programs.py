@@ -1,6 +1,8 @@
 """Small multi-file programs for the whole-program tests: written to a folder, linted, and run.
 
 Imported by name (``from programs import write_program``): the tests folder is on ``sys.path``.
+``findings`` lints a program with the real command line; ``expected`` reads its ``# expect: CODE``
+markers.
 ``measure`` runs ``tests/measured/measure_programs.py`` on programs whose ``train.main(values)``
 returns (loss, gradient), in one child process: it compares the gradient with central differences.
 """
@@ -13,6 +15,8 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+from warp_lint.cli import main as warp_lint
 
 MEASURE_PROGRAMS = Path(__file__).parent / "measured" / "measure_programs.py"
 VALUES = [0.3, 0.7, 1.1, 0.9]
@@ -38,3 +42,24 @@ def measure(folders: dict[str, Path], names, manifest_dir: Path) -> dict[str, di
     assert run.returncode == 0, run.stderr[-3000:]
     results = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     return {result["id"]: result for result in results if "id" in result}
+
+
+def report(target: Path, tmp_path: Path, *options: str) -> list[dict]:
+    """``check --output-format json`` of ``target`` for Warp 1.19, with ``options``."""
+    output = tmp_path / "report.json"
+    warp_lint(["check", "--output-format", "json", "--no-cache", "--exit-zero", "--quiet",
+               "--target-warp-version", "1.19.0", "--output-file", str(output), *options, str(target)])
+    return json.loads(output.read_text())
+
+
+def findings(target: Path, tmp_path: Path, *options: str) -> list[tuple[str, int, str]]:
+    """(file relative to the program, row, code) of each finding, sorted."""
+    return sorted((Path(f["filename"]).relative_to(target).as_posix(), f["location"]["row"], f["code"])
+                  for f in report(target, tmp_path, *options))
+
+
+def expected(folder: Path) -> list[tuple[str, int, str]]:
+    """(file, row, code) of each `# expect: CODE` marker in the program, sorted."""
+    return sorted((path.relative_to(folder).as_posix(), number, line.rsplit("# expect: ", 1)[1].strip())
+                  for path in folder.rglob("*.py")
+                  for number, line in enumerate(path.read_text().splitlines(), 1) if "# expect: " in line)

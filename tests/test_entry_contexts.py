@@ -27,11 +27,10 @@ PyTorch is installed).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
-from programs import measure, write_program
+from programs import expected, findings, measure, write_program
 
 from warp_lint.cli import main as warp_lint
 from warp_lint.config import find_config
@@ -356,24 +355,6 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     return {name: write_program(root / name, files) for name, files in PROGRAMS.items()}
 
 
-def _report(target: Path, tmp_path: Path, *options: str) -> list[dict]:
-    report = tmp_path / "report.json"
-    warp_lint(["check", "--output-format", "json", "--no-cache", "--exit-zero", "--quiet",
-               "--target-warp-version", "1.19.0", "--output-file", str(report), *options, str(target)])
-    return json.loads(report.read_text())
-
-
-def _findings(target: Path, tmp_path: Path, *options: str) -> list[tuple[str, int, str]]:
-    return sorted((Path(f["filename"]).relative_to(target).as_posix(), f["location"]["row"], f["code"])
-                  for f in _report(target, tmp_path, *options))
-
-
-def _expected(folder: Path) -> list[tuple[str, int, str]]:
-    return sorted((path.relative_to(folder).as_posix(), number, line.rsplit("# expect: ", 1)[1].strip())
-                  for path in folder.rglob("*.py")
-                  for number, line in enumerate(path.read_text().splitlines(), 1) if "# expect: " in line)
-
-
 def _explain(target: str, capsys) -> str:
     warp_lint(["explain", "--no-cache", target])
     return capsys.readouterr().out
@@ -381,7 +362,7 @@ def _explain(target: str, capsys) -> str:
 
 @pytest.mark.parametrize("name", ["torch-tape", "torch-adjoint"])
 def test_a_torch_function_differentiates_its_kernel(name, folders, tmp_path, capsys):
-    assert _findings(folders[name], tmp_path) == _expected(folders[name])
+    assert findings(folders[name], tmp_path) == expected(folders[name])
     out = _explain(str(folders[name] / "kernels.py") + ":5", capsys)
     assert "differentiated" in out
     if name == "torch-tape":
@@ -392,10 +373,10 @@ def test_a_torch_function_differentiates_its_kernel(name, folders, tmp_path, cap
 
 def test_a_public_function_of_a_library_makes_its_kernel_public(folders, tmp_path, capsys):
     library = folders["library"]
-    assert _findings(library, tmp_path) == []
+    assert findings(library, tmp_path) == []
     warp_lint(["check", "--no-cache", str(library)])
     assert "1 finding in code the project does not differentiate" in capsys.readouterr().out
-    assert _findings(library, tmp_path, "--report-contexts", "public") == _expected(library)
+    assert findings(library, tmp_path, "--report-contexts", "public") == expected(library)
     out = _explain(str(library / "mylib" / "dynamics.py") + ":5", capsys)
     assert "public" in out and "`inverse_dynamics` is public API and launches it" in out
     assert "`--report-contexts public`" in out
@@ -403,14 +384,14 @@ def test_a_public_function_of_a_library_makes_its_kernel_public(folders, tmp_pat
 
 def test_the_same_kernel_behind_a_private_function_is_forward_only(folders, tmp_path, capsys):
     library = folders["private-library"]
-    assert _findings(library, tmp_path, "--report-contexts", "differentiated,public,unknown") == []
+    assert findings(library, tmp_path, "--report-contexts", "differentiated,public,unknown") == []
     out = _explain(str(library / "mylib" / "dynamics.py") + ":5", capsys)
     assert "forward-only" in out and "outside any tape recording" in out
 
 
 def test_a_helper_of_a_custom_adjoints_body_is_forward_only(folders, tmp_path, capsys):
     folder = folders["custom-adjoint-body"]
-    assert _findings(folder, tmp_path) == []
+    assert findings(folder, tmp_path) == []
     out = _explain(str(folder / "kernels.py") + ":4", capsys)
     assert "forward-only" in out and "`adj_smooth_power` calls it" in out and "runs in the backward pass" in out
 
@@ -440,7 +421,7 @@ def test_a_method_of_an_object_the_recording_cannot_type_proves_nothing_forward_
 
 def test_a_function_that_sets_a_warp_config_option_still_launches_warp_kernels(folders, tmp_path, capsys):
     folder = folders["config-set"]
-    assert _findings(folder, tmp_path) == _expected(folder)
+    assert findings(folder, tmp_path) == expected(folder)
     assert "differentiated" in _explain(str(folder / "train.py") + ":13", capsys)
 
 
@@ -451,7 +432,7 @@ def test_the_contexts_option_and_setting_name_known_contexts(folders, tmp_path, 
         "[project]\nname = 'library'\n\n[tool.warp-lint]\nreport-contexts = [\"differentiated\", \"public\"]\n")
     find_config.cache_clear()  # this process read the folder's configuration before
     try:
-        assert _findings(folders["library"], tmp_path) == _expected(folders["library"])
+        assert findings(folders["library"], tmp_path) == expected(folders["library"])
     finally:
         (folders["library"] / "pyproject.toml").write_text("[project]\nname = 'library'\n")
         find_config.cache_clear()

@@ -19,12 +19,11 @@ program's loss on the CPU, in one child process for the whole module.
 
 from __future__ import annotations
 
-import json
 import textwrap
 from pathlib import Path
 
 import pytest
-from programs import measure, write_program
+from programs import expected, findings, measure, report, write_program
 
 from warp_lint.cli import main as warp_lint
 
@@ -421,20 +420,10 @@ def folders(tmp_path_factory) -> dict[str, Path]:
     return {name: write_program(root / name, files) for name, files in PROGRAMS.items()}
 
 
-def _findings(target: Path, tmp_path: Path) -> list[tuple[str, int, str]]:
-    return sorted((Path(f["filename"]).name, f["location"]["row"], f["code"]) for f in _report(target, tmp_path))
-
-
-def _expected(folder: Path) -> list[tuple[str, int, str]]:
-    return sorted((path.name, number, line.rsplit("# expect: ", 1)[1].strip())
-                  for path in folder.glob("*.py")
-                  for number, line in enumerate(path.read_text().splitlines(), 1) if "# expect: " in line)
-
-
 @pytest.mark.parametrize("name", list(PROGRAMS))
 def test_findings_are_the_expected_ones(name, folders, tmp_path):
     folder = folders[name]
-    assert _findings(folder, tmp_path) == _expected(folder)
+    assert findings(folder, tmp_path) == expected(folder)
 
 
 def test_a_kernel_only_a_callable_under_a_tape_launches_is_unknown_and_says_why(folders, capsys):
@@ -548,13 +537,6 @@ def package(tmp_path_factory) -> Path:
     return folder
 
 
-def _report(target: Path, tmp_path: Path) -> list[dict]:
-    report = tmp_path / "report.json"
-    warp_lint(["check", "--output-format", "json", "--no-cache", "--exit-zero", "--quiet",
-               "--target-warp-version", "1.19.0", "--output-file", str(report), str(target)])
-    return json.loads(report.read_text())
-
-
 def _by_file(findings: list[dict]) -> dict[str, list[tuple]]:
     found: dict[str, list[tuple]] = {}
     for f in findings:
@@ -565,10 +547,10 @@ def _by_file(findings: list[dict]) -> dict[str, list[tuple]]:
 
 
 def _assert_alone_as_together(folder: Path, tmp_path: Path, capsys) -> list[dict]:
-    together = _report(folder, tmp_path)
+    together = report(folder, tmp_path)
     by_file = _by_file(together)
     for path in sorted(folder.glob("*.py")):
-        alone = _by_file(_report(path, tmp_path)).get(str(path.resolve()), [])
+        alone = _by_file(report(path, tmp_path)).get(str(path.resolve()), [])
         assert alone == by_file.get(str(path.resolve()), []), path.name
     for finding in together:  # explain names the context the project run gave
         context = finding["differentiation_context"]
@@ -656,6 +638,6 @@ def test_module_options_set_in_a_main_block_disable_the_modules_kernels(tmp_path
             wp.set_module_options({"enable_backward": False})
             run(wp.ones(4, dtype=float, requires_grad=True), None)
         """})
-    assert _findings(folder, tmp_path) == []
+    assert findings(folder, tmp_path) == []
     warp_lint(["explain", "--no-cache", str(folder / "sim.py") + ":5"])
     assert "forward-only\n  because backward is disabled: `wp.set_module_options` on line 18" in capsys.readouterr().out

@@ -188,6 +188,11 @@ class ProjectIndex:
         source = self.module(absolute, info) if absolute else None
         return source.path if source is not None and source is not info else None
 
+    def imports_name(self, info: ModuleInfo | None, scope: str, name: str) -> bool:
+        """Whether an import written in ``scope`` binds ``name`` (a function's lazy `from .kernels
+        import step`: it resolves like a module's import, not like a local variable)."""
+        return info is not None and name in self._bindings(info).get(scope, {})
+
     def _bindings(self, info: ModuleInfo) -> dict[str, dict[str, ImportBinding]]:
         """Scope -> local name -> the import that binds it last."""
         table = info.bindings

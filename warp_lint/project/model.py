@@ -200,6 +200,7 @@ class ProjectModel:
         self._recordings: dict[Symbol, _Recording] = {}
         self._file_entries: dict[str, _FileEntries] = {}
         self._file_sites: dict[str, _FileSites] = {}
+        self._code_words_memo: dict[tuple[str, str], frozenset[str]] = {}
         self._merged: tuple[dict, dict, dict] | None = None  # see _merge_entries
         self._changed = frozenset(changed)
         self._previous = None
@@ -595,8 +596,7 @@ class ProjectModel:
         put = self._reachability.container_values(location)
         if put is not None:
             # `KERNELS[key]`: only what the project puts in the container.
-            return any(self.index.resolve(path, scope, name) in named or
-                       (self.index.resolve(path, scope, name) is None and self._may_mean(path, scope, name, named))
+            return any(self._may_mean(path, scope, name, named)
                        for path, scope, value in put for name in value.names if name in names)
         if self._reachability.open_launch(location):
             return True
@@ -614,36 +614,27 @@ class ProjectModel:
         if value is None:
             return None
         if value.call is not None:
-            call = next((op for op in function.ops if op.__class__ is CallOp and op.index == value.call), None)
-            return self._returned(self.index.resolve(where.path, function.qualname, call.func)) \
-                if call is not None and call.dotted else None
-        try:
-            node = ast.parse(f"({value.code})", mode="eval").body
-        except SyntaxError:
+            return self._returned(self._callee(where.path, function, value))
+        leaves = _conditional_leaves(value.code)
+        if leaves is None or len(leaves) < 2:  # only a conditional expression's branches
             return None
-        if not isinstance(node, ast.IfExp):
-            return None
-        found: set[Symbol] = set()
-        pending = [node]
-        while pending:
-            node = pending.pop()
-            if isinstance(node, ast.IfExp):
-                pending += [node.body, node.orelse]
-            elif isinstance(node, ast.Constant) and node.value is None:
-                continue
-            elif isinstance(node, ast.Call) and HEAD.fullmatch(ast.unparse(node.func)):
-                made = self._returned(self.index.resolve(where.path, function.qualname, ast.unparse(node.func)))
-                if made is None:
-                    return None
-                found |= made
-            elif isinstance(node, (ast.Name, ast.Attribute)) and HEAD.fullmatch(ast.unparse(node)):
-                named = self.static_values(self.index.info_of(where), function, Value(ast.unparse(node), plain=True))
-                if named is None:
-                    return None
-                found |= named
-            else:
-                return None
-        return frozenset(found)
+        return _union(self._leaf_products(where, function, leaf) for leaf in leaves)
+
+    def _leaf_products(self, where: Symbol, function: FunctionSummary, leaf: ast.expr) -> frozenset[Symbol] | None:
+        """What one branch of a conditional expression may be: nothing for `None`, a called
+        project function's returns, a name's ``static_values``."""
+        if isinstance(leaf, ast.Constant) and leaf.value is None:
+            return frozenset()
+        if isinstance(leaf, ast.Call) and _dotted(leaf.func) is not None:
+            return self._returned(self.index.resolve(where.path, function.qualname, _dotted(leaf.func)))
+        code = _dotted(leaf)
+        return self.static_values(self.index.info_of(where), function, Value(code, plain=True)) \
+            if code is not None else None
+
+    def _callee(self, path: str, function: FunctionSummary, value) -> Symbol | None:
+        """What the call that makes ``value`` calls, resolved by name (`make_kernel(...)`)."""
+        call = next((op for op in function.ops if op.__class__ is CallOp and op.index == value.call), None)
+        return self.index.resolve(path, function.qualname, call.func) if call is not None and call.dotted else None
 
     def _returned(self, callee: Symbol | None) -> frozenset[Symbol] | None:
         """The Warp definitions a project function returns (every name of a returned tuple); None
@@ -689,9 +680,17 @@ class ProjectModel:
             return True
         if name in function.local_names and name not in function.local_functions:
             return False
-        # A function's words hold its docstring's and comments' too: only code names a value.
-        mention = re.compile(rf"(?<![\w]){re.escape(name)}(?!\w)")
-        return any(mention.search(repr(op)) for op in function.ops)
+        return name in self._code_words(path, function)
+
+    def _code_words(self, path: str, function: FunctionSummary) -> frozenset[str]:
+        """The words of a function's operations: its ``words`` hold its docstring's and comments'
+        too, and only code names a value."""
+        key = (path, function.qualname)
+        words = self._code_words_memo.get(key)
+        if words is None:
+            words = self._code_words_memo[key] = frozenset(
+                word for op in function.ops for word in re.findall(r"\w+", repr(op)))
+        return words
 
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
@@ -1072,78 +1071,35 @@ class ProjectModel:
 
     def static_values(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0
                       ) -> frozenset[Symbol] | None:
-        """Every definition a value may name without running anything (``static_value``'s, and the
-        branches of a conditional expression, `a if compact else b`, and of a local assigned in
-        branches, `if edge: k = a` / `else: k = b`); None when one of them cannot be named."""
-        if value is None or depth > 4:
-            return None
-        if value.call is None and not value.plain:
-            branches = _conditional_branches(value.code)
-            if branches is None:
-                return None
-            found: set[Symbol] = set()
-            for branch in branches:
-                named = self.static_values(info, function, Value(branch, plain=True), depth + 1)
-                if named is None:
-                    return None
-                found |= named
-            return frozenset(found)
-        head, _, attribute = value.code.partition(".") if value.plain else ("", "", "")
-        if attribute and "." not in attribute and "[" not in attribute and function.owner and function.params \
-                and head == function.params[0].name:
-            # `self.first`: every value the class's methods put there.
-            owner = Symbol("class", info.name, function.owner, info.path)
-            found = set()
-            for method, method_summary, assigned in self.index.attribute_value(owner, attribute):
-                named = self.static_values(self.index.info_of(method), method_summary, assigned, depth + 1)
-                if named is None:
-                    return None
-                found |= named
-            return frozenset(found) or None
-        if value.plain and "." not in value.code and "[" not in value.code and \
-                value.code in function.local_names and value.code not in function.local_functions and \
-                not _imported_in(info, function, value.code, self.index):
-            assigned = _assigned(function.ops, value.code)
-            if assigned:
-                found = set()
-                for each in assigned:
-                    named = self.static_values(info, function, each, depth + 1)
-                    if named is None:
-                        return None
-                    found |= named
-                return frozenset(found)
-        symbol = self.static_value(info, function, value, depth)
-        return frozenset({symbol}) if symbol is not None else None
-
-    def static_value(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0) -> Symbol | None:
-        """What a value names without running anything: a name, a local assigned once from a name or
-        a factory call, `self.attr` assigned in the class, a factory's product."""
+        """Every definition a value may name without running anything: a name; a factory call's
+        product; the branches of a conditional expression (`a if compact else b`); every value
+        assigned to a local (`if edge: k = a` / `else: k = b`) or, for `self.attr`, by the class's
+        methods; a module value a factory made. None when one of them cannot be named."""
         if value is None or depth > 4:
             return None
         if value.call is not None:
-            call = next((op for op in function.ops if op.__class__ is CallOp
-                         and op.index == value.call), None)
-            if call is None or not call.dotted:
-                return None
-            callee = self.index.resolve(info.path, function.qualname, call.func)
-            return self.index.product(callee) if callee is not None else None
-        if not value.plain or "[" in value.code:
+            callee = self._callee(info.path, function, value)
+            return _one(self.index.product(callee) if callee is not None else None)
+        if not value.plain:
+            leaves = _conditional_leaves(value.code)
+            codes = [_dotted(leaf) for leaf in leaves] if leaves is not None else [None]
+            return None if None in codes else _union(
+                self.static_values(info, function, Value(code, plain=True), depth + 1) for code in codes)
+        if "[" in value.code:
             return None
-        head, _, rest = value.code.partition(".")
-        if head in function.local_names and function.params and head == function.params[0].name and \
-                function.owner and rest and "." not in rest:
+        head, _, attribute = value.code.partition(".")
+        if attribute and "." not in attribute and function.owner and function.params \
+                and head == function.params[0].name:
+            # `self.first`: every value the class's methods put there.
             owner = Symbol("class", info.name, function.owner, info.path)
-            for method, method_summary, assigned in self.index.attribute_value(owner, rest):
-                found = self.static_value(self.index.info_of(method), method_summary, assigned, depth + 1)
-                if found is not None:
-                    return found
-            return None
+            return _union(self.static_values(self.index.info_of(method), method_summary, assigned, depth + 1)
+                          for method, method_summary, assigned in self.index.attribute_value(owner, attribute)) or None
         if head in function.local_names and head not in function.local_functions and \
-                not _imported_in(info, function, head, self.index):
-            assigned = _assigned(function.ops, head)
-            if len(assigned) == 1 and not rest:
-                return self.static_value(info, function, assigned[0], depth + 1)
-            return None
+                not self.index.imports_name(info, function.qualname, head):
+            if attribute:
+                return None
+            return _union(self.static_values(info, function, assigned, depth + 1)
+                          for assigned in _assigned(function.ops, head)) or None
         resolved = self.index.resolve(info.path, function.qualname, value.code)
         if resolved is not None and resolved.kind == "value":
             # A module's `simulate = make_simulate(config)`: what the factory makes.
@@ -1154,8 +1110,8 @@ class ProjectModel:
                 factory = self.index.resolve(holder.path, MODULE_SCOPE, assigned.callee)
                 made = self.index.product(factory) if factory is not None else None
                 if made is not None:
-                    return made
-        return resolved
+                    return frozenset({made})
+        return _one(resolved)
 
     def _escapes(self, kernel: Symbol) -> bool:
         """Whether the kernel is named somewhere other than a launch's kernel argument (stored in a
@@ -1289,31 +1245,43 @@ def _relevance(ops: list) -> str | None:
     return found
 
 
-def _imported_in(info: ModuleInfo, function: FunctionSummary, name: str, index: ProjectIndex) -> bool:
-    """Whether ``name`` is bound by an import inside the function (a lazy `from .kernels import
-    step`): the index resolves it like a module's import."""
-    summary = index.summary(info) if info is not None else None
-    return summary is not None and any(binding.local == name and binding.scope == function.qualname
-                                       for binding in summary.imports)
-
-
-def _conditional_branches(code: str) -> list[str] | None:
-    """The values a conditional expression may take (`a if c else (b if d else e)` -> a, b, e),
-    as plain names or dotted names; None for anything else."""
+def _conditional_leaves(code: str) -> list[ast.expr] | None:
+    """The values a conditional expression may take (`a if c else (make(n) if d else None)` -> a,
+    make(n), None), the expression itself when it is not one; None for code that does not parse."""
     try:
         node = ast.parse(f"({code})", mode="eval").body  # parenthesized: it may span lines
     except SyntaxError:
         return None
-    pending, branches = [node], []
+    pending, leaves = [node], []
     while pending:
         node = pending.pop()
         if isinstance(node, ast.IfExp):
             pending += [node.orelse, node.body]
-        elif isinstance(node, (ast.Name, ast.Attribute)) and HEAD.fullmatch(ast.unparse(node)):
-            branches.append(ast.unparse(node))
         else:
+            leaves.append(node)
+    return leaves
+
+
+def _dotted(node: ast.expr) -> str | None:
+    """A name or dotted name's code (`kernels.step`), else None."""
+    if isinstance(node, (ast.Name, ast.Attribute)):
+        code = ast.unparse(node)
+        return code if HEAD.fullmatch(code) else None
+    return None
+
+
+def _one(symbol: Symbol | None) -> frozenset[Symbol] | None:
+    return frozenset({symbol}) if symbol is not None else None
+
+
+def _union(parts: Iterable[frozenset[Symbol] | None]) -> frozenset[Symbol] | None:
+    """The union of every part; None as soon as one is None (something that cannot be named)."""
+    found: set[Symbol] = set()
+    for part in parts:
+        if part is None:
             return None
-    return branches
+        found |= part
+    return frozenset(found)
 
 
 def _assigned(ops: list, name: str) -> list:

@@ -175,9 +175,7 @@ class Reachability:
         """Whether the launch at ``location`` takes its kernel from a caller (see the module's doc).
         A launch wrapper's launch is at the wrapper's call: there, any argument may be the kernel."""
         function = self.enclosing(location)
-        call = next((op for op in function.ops if op.__class__ is CallOp
-                     and (op.loc.line, op.loc.column) == (location.line, location.column)), None) \
-            if function is not None else None
+        call = _call_at(function, location) if function is not None else None
         if call is None:
             return True
         if call.qualified in LAUNCH_FUNCTIONS:
@@ -197,8 +195,7 @@ class Reachability:
         function = self.enclosing(location)
         if function is None or function.owner is None or not function.params:
             return None
-        call = next((op for op in function.ops if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS
-                     and (op.loc.line, op.loc.column) == (location.line, location.column)), None)
+        call = _call_at(function, location, launch=True)
         kernel = call.argument(0, "kernel") if call is not None else None
         attribute = _attribute_source(function, kernel.code, function.params[0].name) if kernel is not None else None
         if attribute is None:
@@ -212,9 +209,7 @@ class Reachability:
         loop over it): every value put in it, as (file, scope, value): its display and each
         `KERNELS[k] = v`, `KERNELS.append(v)`, ... in the project. None for any other launch."""
         function = self.enclosing(location)
-        call = next((op for op in function.ops if op.__class__ is CallOp and op.qualified in LAUNCH_FUNCTIONS
-                     and (op.loc.line, op.loc.column) == (location.line, location.column)), None) \
-            if function is not None else None
+        call = _call_at(function, location, launch=True) if function is not None else None
         kernel = call.argument(0, "kernel") if call is not None else None
         name = _container_source(function, kernel.code) if kernel is not None else None
         container = self.index.resolve(location.path, function.qualname, name) if name is not None else None
@@ -372,9 +367,13 @@ class Reachability:
         owner, dot, name = function.qualname.rpartition(".")
         if not dot or "<locals>" in owner or (name.startswith("_") and not name.startswith("__")):
             return False
-        cls = Symbol("class", function.module, owner, function.path)
-        return any(cls in self.index.mro(exported) for exported in self._exported if exported.kind == "class") \
-            if cls not in self._exported else True
+        return Symbol("class", function.module, owner, function.path) in self._api_classes
+
+    @functools.cached_property
+    def _api_classes(self) -> frozenset[Symbol]:
+        """The exported classes and every class they derive from: users call their public methods."""
+        return frozenset(cls for exported in self._exported if exported.kind == "class"
+                         for cls in self.index.mro(exported))
 
     def api_path(self, function: Symbol, limit: int = 200) -> list[Symbol] | None:
         """The calls from the package's public API down to ``function`` ([api function, ...,
@@ -418,6 +417,13 @@ def _public(path: str, function: FunctionSummary) -> bool:
     if _test_module(path):
         return False
     return not any(part.startswith("_") and not part.startswith("__") for part in function.qualname.split("."))
+
+
+def _call_at(function: FunctionSummary, location: Location, launch: bool = False) -> CallOp | None:
+    """The call written at ``location`` in ``function`` (with ``launch``, only a `wp.launch`)."""
+    return next((op for op in function.ops if op.__class__ is CallOp
+                 and (op.loc.line, op.loc.column) == (location.line, location.column)
+                 and (not launch or op.qualified in LAUNCH_FUNCTIONS)), None)
 
 
 def _attribute_source(function: FunctionSummary, code: str, receiver: str) -> str | None:
