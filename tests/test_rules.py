@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from warp_lint.config import tomllib
-from warp_lint.registry import all_rules
+from warp_lint.registry import all_rules, select_rules
 from warp_lint.rule import REQUIRED_SECTIONS
 from warp_lint.testing import check_examples, example_cases, fix_code, lint_code, snippet
 
@@ -70,6 +70,27 @@ def test_every_package_folder_is_listed_in_pyproject():
     on_disk = {".".join(p.relative_to(ROOT).parent.parts) for p in (ROOT / "warp_lint").rglob("__init__.py")}
     assert on_disk <= listed, f"add {sorted(on_disk - listed)} to [tool.setuptools] packages"
     assert config["package-dir"] == {"warp_lint.rules": "rules"}
+
+
+def test_advice_rules_are_opt_in_as_in_ruffs_default_selection():
+    def codes(select=None, ignore=(), extend=()):
+        return {rule.code for rule in select_rules(select, list(ignore), list(extend))}
+
+    opt_in = {code for code, rule in all_rules().items() if not rule.default}
+    assert "WL303" in opt_in and "WL201" not in opt_in
+    assert codes() == set(all_rules()) - opt_in
+    assert "WL303" in codes(extend=["WL303"]) and "WL303" in codes(["WL3"]) and "WL303" in codes(["ALL"])
+    assert not codes(ignore=["WL"])  # any ignore prefix beats the default selection
+    assert codes(ignore=["WL1"], extend=["WL303"]) == {c for c in codes() if not c.startswith("WL1")} | {"WL303"}
+    # The gradcheck advice stays out of a default run and comes back when asked for.
+    gradcheck = """
+        import warp as wp
+
+        def test_square(kernel, x, y):
+            assert wp.autograd.gradcheck(kernel, dim=3, inputs=[x], outputs=[y])
+        """
+    assert [f.code for f in lint_code(gradcheck, select=sorted(codes()))] == []
+    assert [f.code for f in lint_code(gradcheck, select=["WL303"])] == ["WL303"]
 
 
 def test_rule_pages_are_generated_from_the_rules():

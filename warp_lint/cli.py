@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_lint_options(parser: argparse.ArgumentParser) -> None:
     selection = parser.add_argument_group("rule selection")
-    selection.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable (ALL: every rule)")
+    selection.add_argument("--select", type=_codes, help="comma-separated codes or prefixes to enable, in place of the default selection"
+                           " (every rule but the opt-in advice rules marked in `warp-lint rules`; ALL: every rule)")
     selection.add_argument("--extend-select", type=_codes, default=[], help="codes to enable on top of --select")
     selection.add_argument("--ignore", type=_codes, default=[], help="codes or prefixes to disable")
     selection.add_argument("--target-warp-version", metavar="SPEC",
@@ -271,7 +272,7 @@ def print_rule(code: str, output_format: str) -> int:
 
 def _rule_json(rule) -> dict:
     return {"code": rule.code, "name": rule.name, "summary": rule.summary(), "fixable": rule.fixable(),
-            "affected_warp_versions": rule.affected_versions or None, "runtime_strategy": list(rule.runtime_strategy),
+            "affected_warp_versions": rule.affected_versions or None, "default": rule.default, "runtime_strategy": list(rule.runtime_strategy),
             "explanation": rule.docs()}
 
 
@@ -285,7 +286,8 @@ def print_rules(output_format: str) -> int:
         return EXIT_CLEAN
     for rule in rules.values():
         flags = ("fix" if rule.fixable() else "   ") + " " + (rule.affected_versions or "all").ljust(8)
-        sys.stdout.write(f"{rule.code}  {rule.name:<32} {flags}  {rule.summary()}\n")
+        selection = "       " if rule.default else "opt-in "
+        sys.stdout.write(f"{rule.code}  {rule.name:<32} {flags} {selection} {rule.summary()}\n")
     return EXIT_CLEAN
 
 

@@ -44,11 +44,16 @@ def all_rules() -> dict[str, type[Rule]]:
 
 
 def select_rules(select: list[str] | None, ignore: list[str], extend_select: list[str] = ()) -> list[type[Rule]]:
-    """ruff's selection: codes or prefixes ("WL1"), "ALL"; the longest matching prefix wins."""
-    rules = all_rules()
+    """ruff's selection: codes or prefixes ("WL1"), "ALL"; the longest matching prefix wins.
+
+    Without ``select`` the default set is selected, as broadly as "ALL" (so any ignore prefix beats
+    it): every rule but the opt-in advice rules, which only a code, prefix or "ALL" selects.
+    """
     chosen = []
-    for code, rule in rules.items():
-        selected = _best_match(code, list(select or ["ALL"]) + list(extend_select))
+    for code, rule in all_rules().items():
+        selected = _best_match(code, list(extend_select) + (select if select is not None else []))
+        if select is None and rule.default:
+            selected = max(selected, 0)
         ignored = _best_match(code, ignore)
         if selected >= 0 and selected > ignored:
             chosen.append(rule)

@@ -43,6 +43,10 @@ class Rule:
     # ("sqrt-zero", "unselected-nonfinite"); a finding is only cleared once it was reached.
     singular: ClassVar[str | None] = None
     severity: ClassVar[str] = "error"
+    # In the default selection: the rule's findings are wrong gradients. False for advice (a check
+    # that may be weak, a habit worth having): a user opts in by code, by prefix or with ALL, as
+    # with ruff's default selection.
+    default: ClassVar[bool] = True
     # "file": a kernel rule, run on one file's kernel model (``FileContext``); "project": a host
     # rule, run once per run on the project model's recordings (``ProjectContext``).
     level: ClassVar[str] = "file"
@@ -87,6 +91,7 @@ class Rule:
         facts = [
             f"- Affected Warp versions: `{cls.affected_versions or 'all'}`",
             f"- Fixable: {'yes' if cls.fixable() else 'no'}",
+            "- Selected by default: " + ("yes" if cls.default else f"no, advice: opt in with `--extend-select {cls.code}`"),
             f"- Runtime confirmation: {', '.join(cls.runtime_strategy) or 'none'}",
             *([f"- Safe form (the counterfactual of a confirmation): `{cls.safe_form}`"] if cls.safe_form else []),
             *([f"- Value-dependent: confirmed or cleared at inputs where {cls.singular}"] if cls.singular else []),

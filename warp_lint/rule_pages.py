@@ -24,12 +24,16 @@ def pages() -> dict[str, str]:
     result = {f"{code}.md": rule.docs() for code, rule in all_rules().items()}
     for code, name in EXTRA_CODES.items():
         result[f"{code}.md"] = f"# {name} ({code})\n\n{ENGINE_CODE_PAGES[code]}\n"
-    index = ["# warp-lint rules", "", "| code | name | affected Warp versions | fix | summary |", "|---|---|---|---|---|"]
+    index = ["# warp-lint rules", "",
+             "The default selection holds every rule whose findings are wrong gradients; the rules marked"
+             " *opt-in* are advice (a gradient check that may be too weak) and run only when selected by code,"
+             " prefix or `ALL` (`--extend-select WL303`, `extend-select = [\"WL303\"]`), as in ruff.", "",
+             "| code | name | affected Warp versions | fix | default | summary |", "|---|---|---|---|---|---|"]
     for code, rule in all_rules().items():
         index.append(f"| [{code}]({code}.md) | {rule.name} | `{rule.affected_versions or 'all'}` |"
-                     f" {'yes' if rule.fixable() else ''} | {rule.summary()} |")
+                     f" {'yes' if rule.fixable() else ''} | {'yes' if rule.default else 'opt-in'} | {rule.summary()} |")
     for code, name in EXTRA_CODES.items():
-        index.append(f"| [{code}]({code}.md) | {name} | | | {ENGINE_CODE_PAGES[code].split('.')[0]}. |")
+        index.append(f"| [{code}]({code}.md) | {name} | | | yes | {ENGINE_CODE_PAGES[code].split('.')[0]}. |")
     result["README.md"] = "\n".join(index) + "\n"
     return result
 
