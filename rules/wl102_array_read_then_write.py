@@ -1,10 +1,10 @@
 from __future__ import annotations
 
 from warp_lint.context import FileContext
-from warp_lint.dataflow import Use, dataflow_of
+from warp_lint.dataflow import Use
 from warp_lint.kernels import ArrayAccess, FunctionModel
+from warp_lint.read_then_write import needed_clause, needed_use, overwritten_reads, written_element
 from warp_lint.rule import Example, Rule
-from warp_lint.same_element import may_touch_same_element
 
 
 class ArrayReadThenWrite(Rule):
@@ -22,8 +22,10 @@ class ArrayReadThenWrite(Rule):
     and `2 * i + 1`, with `i` the same thread index or loop counter). So `prods[i + 1] = x[i] *
     prods[i]` in a `range` loop (each element read after it was written, never written after it
     was read) is not flagged, while `a[i] = a[i + 1] * a[i + 1]` is (`a[i + 1]` is read in one
-    iteration and overwritten in the next). An index that is computed, read from an array, or
-    assigned more than once may be any element. The body of a `@wp.func_grad` custom adjoint is
+    iteration and overwritten in the next). An index that is computed or assigned more than once
+    may be any element. Where the two indices differ by values loaded from arrays (`x[child]`
+    after `x[parent]`, `parent` and `child` read from index arrays), only the index data decide
+    whether they meet, and a tree's topological order never does: WL115 (opt-in) reports those. The body of a `@wp.func_grad` custom adjoint is
     not checked: it runs in the backward pass and nothing differentiates it. Nor is the body of a
     `@wp.func` given a `@wp.func_grad` in the same file: Warp runs the custom adjoint in its place
     (measured on 1.19: an in-place square with an identity custom adjoint gives gradient 1, the
@@ -252,10 +254,10 @@ class ArrayReadThenWrite(Rule):
                     continue
                 if not function.arrays[write.array].type.differentiable:
                     continue  # integer arrays carry no gradient
-                read = _earlier_read(function, write)
-                if read is None:
-                    continue
-                needed = _needed(context, function, write)
+                reads, _ = overwritten_reads(function, write)
+                if not reads:
+                    continue  # no read of it, or one that meets it only through index data (WL115)
+                read, needed = reads[0], needed_use(context, function, write, reads)
                 before_1_13 = needed is None
                 if before_1_13 and write.component is not None:
                     continue  # a component store: its hazard is WL101's, whose versions (<1.14) hold these
@@ -265,9 +267,7 @@ class ArrayReadThenWrite(Rule):
     def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess,
                 needed: Use | str | None) -> None:
         array = write.array
-        where = f"`{array}[{write.index}]`" if write.index else f"`{array}`"
-        if write.via:
-            where = f"`{array}` (through `{write.via}()`)"
+        where = written_element(write)
         before_1_13 = needed is None
         if before_1_13:
             message = (f"{where} is overwritten after a read of `{array}` that the kernel uses only linearly (adds,"
@@ -284,36 +284,6 @@ class ArrayReadThenWrite(Rule):
             via = f" (through `{read.via}()`)" if read.via else ""
             message = (f"{where} is written after `{array}` was read on line {line}{via}: the backward pass replays"
                        f" that read from overwritten memory; write the result to a separate array")
-        if isinstance(needed, Use) and needed.how:
-            line = context.position(needed.statement)[0].line
-            what = "the value read" if needed.name == "@" + array else f"`{needed.name}`, computed from it,"
-            message = message.replace(": the backward pass", f" ({what} is {needed.how} on line {line}, so its"
-                                      " adjoint needs the value): the backward pass", 1)
+        message = message.replace(": the backward pass", needed_clause(context, array, needed) + ": the backward pass", 1)
         context.report(self, write.node, message, affected_versions="<1.13" if before_1_13 else None,
                        data=function.runtime_data())
-
-
-def _needed(context: FileContext, function: FunctionModel, write: ArrayAccess) -> Use | str | None:
-    """Why the backward pass needs the values the kernel read from the element before overwriting
-    it: a use of them whose adjoint reads them (a product with an active value, a nonlinear call, a
-    branch), or "helper" when a helper reads it; None when every use is linear (measured right on
-    Warp 1.19: `v = a[i]; a[i] = v + e`, `a[i] = 0.5 * a[i] - b[i]`, `a[i] = wp.add(a[i], b[i])`)."""
-    reads = [read for read in function.reads(write.array) if read.order != write.order
-             and may_touch_same_element(function, read, write)]
-    if any(read.via for read in reads):
-        return "helper"
-    flow = dataflow_of(function, context.names)
-    if write.operator in ("*=", "/=") and not flow.free(write.statement.value):
-        return "in place"  # `a[i] *= g[i]`: the adjoint multiplies by the replayed value
-    if write.operator and write.operator not in ("+=", "-=", "*=", "/="):
-        return "in place"
-    return flow.needing_use_of_reads(write.array, {id(read.node) for read in reads}, write.component)
-
-
-def _earlier_read(function: FunctionModel, write: ArrayAccess) -> ArrayAccess | None:
-    """The first read of the written element that can run before the write: earlier in the body, or
-    later in a loop around both (the previous iteration's). A helper call's own read and write of
-    an array share the call's order: the helper reports its own read-then-write."""
-    reads = [read for read in function.reads(write.array) if read.order != write.order]
-    return next((read for read in reads if may_touch_same_element(function, read, write)), None)
-

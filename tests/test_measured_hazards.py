@@ -7,6 +7,7 @@ plain measurement (sum of weighted outputs, every input element perturbed).
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import textwrap
 
@@ -126,3 +127,44 @@ def test_bad_example_gradient_matches_the_rules_version_claim(code, tmp_path):
         assert error > TOLERANCE, f"{code} claims Warp {WARP_VERSION} is affected, but the gradient matched"
     else:
         assert error < TOLERANCE, f"{code} claims Warp {WARP_VERSION} is fixed, but the gradient is off by {error}"
+
+
+def _propagate_error(kernel, parents, children) -> float:
+    """Relative error of the tape against central differences for WL115's example over one joint order."""
+    x0 = np.array([1.5, 0.5, 1.2, 0.8], dtype=np.float32)
+    s0 = np.array([1.3, 0.7, 1.1], dtype=np.float32)
+    weights = np.arange(1, x0.size + 1, dtype=np.float32)
+
+    def run(x, s, tape=None):
+        arrays = [wp.array(parents, dtype=int, device="cpu"), wp.array(children, dtype=int, device="cpu"),
+                  wp.array(s, dtype=float, requires_grad=True, device="cpu"),
+                  wp.array(x, dtype=float, requires_grad=True, device="cpu")]
+        with tape if tape is not None else contextlib.nullcontext():
+            wp.launch(kernel, dim=1, inputs=arrays, device="cpu")
+        return arrays
+
+    tape = wp.Tape()
+    arrays = run(x0, s0, tape)
+    tape.backward(grads={arrays[3]: wp.array(weights, dtype=float, device="cpu")})
+    autodiff = np.concatenate([arrays[3].grad.numpy(), arrays[2].grad.numpy()])
+    finite = []
+    for k in range(x0.size + s0.size):
+        values = []
+        for sign in (1, -1):
+            x, s = x0.copy(), s0.copy()
+            (x if k < x0.size else s)[k % x0.size if k < x0.size else k - x0.size] += sign * STEP
+            values.append(float(np.dot(weights, run(x, s)[3].numpy())))
+        finite.append((values[0] - values[1]) / (2 * STEP))
+    finite = np.array(finite)
+    return float(np.abs(autodiff - finite).max() / np.abs(finite).max())
+
+
+def test_an_index_data_overwrite_is_wrong_only_where_the_data_make_it_so(tmp_path):
+    """WL115's claim: the same kernel is right over a tree's topological order and wrong where a
+    body is written after a later joint read it; so WL102 (whatever the data) stays silent."""
+    rule = all_rules()["WL115"]
+    code = rule.INVALID[0].code
+    assert [f.code for f in lint_code(code, select=["WL102", "WL115"])] == ["WL115"]
+    kernel = _load_kernel(code, tmp_path / "wl115_propagate.py")
+    assert _propagate_error(kernel, [0, 1, 1], [1, 2, 3]) < TOLERANCE
+    assert _propagate_error(kernel, [1, 0, 1], [2, 1, 3]) > 10 * TOLERANCE

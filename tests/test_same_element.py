@@ -11,7 +11,7 @@ import pytest
 from warp_lint.kernels import build_kernel_index
 from warp_lint.module_options import build_module_options
 from warp_lint.names import WarpNames
-from warp_lint.same_element import may_touch_again, may_touch_same_element
+from warp_lint.same_element import index_data_decides, may_touch_again, may_touch_same_element
 from warp_lint.triage import triage
 
 
@@ -79,3 +79,29 @@ def test_a_component_written_in_a_loop_touches_another_one_each_iteration(loop, 
     function = kernel_model("m = wp.mat33()\n" + loop, params="d: wp.array(dtype=float)")
     (write,) = function.component_writes
     assert may_touch_again(function, write, write.loops[-1]) is again
+
+
+INDEXED = "a: wp.array(dtype=float), ids: wp.array(dtype=int), parent: wp.array(dtype=int), n: int, s: int"
+
+
+@pytest.mark.parametrize("body, data_decides", [
+    # A tree's parent and child, loaded per joint: only the index data can make them one element.
+    ("for j in range(n):\n    p = parent[j]\n    c = ids[j]\n    a[c] = a[p] * a[p]\n", True),
+    ("i = wp.tid()\na[ids[i]] = a[parent[i]] * a[parent[i]]\n", True),
+    ("i = wp.tid()\nk = ids[i]\na[i] = a[k] * a[k]\n", True),  # a loaded index against the thread's own
+    # The same element by arithmetic: the same loaded index, read and written in one pass.
+    ("i = wp.tid()\nk = ids[i]\na[k] = a[k] * a[k]\n", False),
+    ("for j in range(n):\n    a[ids[j]] = a[ids[j]] * a[ids[j]]\n", False),
+    ("i = wp.tid()\na[i] = a[i] * a[i]\n", False),
+    # May meet through arithmetic alone (a loop counter, a scalar argument): not the data's doing.
+    ("i = wp.tid()\nfor j in range(n):\n    a[j] = a[i] * a[i]\n", False),
+    ("i = wp.tid()\na[i + s] = a[i] * a[i]\n", False),
+    # Reassigned between read and write: the same spelling, another value loaded in between.
+    ("i = wp.tid()\nk = ids[i]\nv = a[k]\nk = parent[i]\na[k] = v * v\n", True),
+])
+def test_whether_only_index_data_make_a_read_and_a_write_one_element(body, data_decides):
+    function = kernel_model(body, params=INDEXED)
+    read = function.reads("a")[0]
+    write = [access for access in function.accesses if access.array == "a" and access.kind == "write"][-1]
+    assert may_touch_same_element(function, read, write)
+    assert index_data_decides(function, read, write) is data_decides

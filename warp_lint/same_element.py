@@ -49,6 +49,80 @@ def may_touch_same_element(function: FunctionModel, first: ElementAccess, second
     return _may_meet(function, first, second, ([None] if same_pass else []) + shared)
 
 
+def index_data_decides(function: FunctionModel, first: ElementAccess, second: ElementAccess) -> bool:
+    """Whether ``first`` and ``second`` can meet on one element only when values read from arrays
+    coincide: ``body_q[child]`` written after ``body_q[parent]`` was read, ``parent`` and ``child``
+    loaded from index arrays. Over a tree's topological order they never meet, over other data they
+    may: only the data decides. False when the two may meet by arithmetic alone (the same index, a
+    loop counter against the thread index) or provably never meet."""
+    if first.element is None or second.element is None or len(first.element) != len(second.element):
+        return False
+    shared = _shared_loops(first.loops, second.loops)
+    same_pass = first.order < second.order and not mutually_exclusive(
+        getattr(first, "branches", ()), getattr(second, "branches", ()))
+    forms = [(_affine(function, a, first.loops, frozenset()), _affine(function, b, second.loops, frozenset()))
+             for a, b in zip(first.element, second.element)]
+    meeting = []
+    for earlier_loop in ([None] if same_pass else []) + shared:
+        same_value = shared if earlier_loop is None else shared[:shared.index(earlier_loop)]
+        if not any(_apart(function, a, b, same_value, earlier_loop) for a, b in forms):
+            meeting.append((earlier_loop, same_value))
+    return bool(meeting) and all(
+        any(_loaded_difference(function, nodes, form, (first, second), earlier_loop, same_value)
+            for nodes, form in zip(zip(first.element, second.element), forms))
+        for earlier_loop, same_value in meeting)
+
+
+def _loaded_difference(function: FunctionModel, nodes: tuple[cst.BaseExpression, cst.BaseExpression],
+                       forms: tuple[Affine | None, Affine | None], accesses: tuple[ElementAccess, ElementAccess],
+                       earlier_loop: Loop | None, same_value: list[Loop]) -> bool:
+    """Whether one index dimension of two accesses differs by a value loaded from memory."""
+    if forms[0] is not None and forms[1] is not None:
+        shared_values = {_variable(loop) for loop in same_value}
+        difference: dict[object, int] = {}
+        for side, (terms, _) in ((1, forms[1]), (-1, forms[0])):
+            for symbol, coefficient in terms.items():
+                key = symbol if not isinstance(symbol, tuple) or symbol in shared_values else (symbol, side)
+                difference[key] = difference.get(key, 0) + side * coefficient
+        return any(c and isinstance(symbol, str) and _loads(function, cst.Name(symbol), frozenset())
+                   for symbol, c in difference.items())
+    if nodes[0].deep_equals(nodes[1]) and _same_value_at_both(function, nodes[0], accesses, earlier_loop):
+        return False
+    return any(_loads(function, node, frozenset()) for node in nodes)
+
+
+def _same_value_at_both(function: FunctionModel, node: cst.BaseExpression, accesses: tuple[ElementAccess, ...],
+                        earlier_loop: Loop | None) -> bool:
+    """Whether an index expression written alike at two accesses has one value at both: no name in
+    it is reassigned between them (in one pass), nor inside the loop whose earlier iteration ran the
+    first (in another)."""
+    names = {n.value for n in walk(node) if isinstance(n, cst.Name)}
+    if earlier_loop is not None:
+        return not any(b.name in names and earlier_loop.start_order <= b.order <= earlier_loop.end_order
+                       for b in function.bindings) and not (names & _targets(earlier_loop))
+    low, high = sorted(access.order for access in accesses)
+    return not any(b.name in names and low < b.order < high for b in function.bindings)
+
+
+def _loads(function: FunctionModel, node: cst.BaseExpression, seen: frozenset[str]) -> bool:
+    """Whether a value is (computed from) an element read from an array: `joint_parent[j]`,
+    `int(ids[i]) + 1`, a local assigned from one."""
+    for part in walk(node):
+        if isinstance(part, cst.Subscript) and not _is_local_value(function, part.value):
+            return True
+        if isinstance(part, cst.Name) and part.value not in seen:
+            values = [b.value for b in function.bindings if b.name == part.value and b.value is not None]
+            if any(_loads(function, value, seen | {part.value}) for value in values):
+                return True
+    return False
+
+
+def _is_local_value(function: FunctionModel, node: cst.BaseExpression) -> bool:
+    """A subscript of a local vector or matrix reads a component, not memory."""
+    return isinstance(node, cst.Name) and node.value not in function.arrays and \
+        any(b.name == node.value for b in function.bindings)
+
+
 def may_touch_again(function: FunctionModel, access: ElementAccess, loop: Loop) -> bool:
     """Whether ``access``, run in a later iteration of ``loop`` (one of its loops), can touch an
     element it touched in an earlier one: ``m[i, i] = ...`` in ``for i in range(3)`` cannot."""
