@@ -3,7 +3,12 @@ from __future__ import annotations
 from warp_lint.context import FileContext
 from warp_lint.dataflow import Use
 from warp_lint.kernels import ArrayAccess, FunctionModel
-from warp_lint.read_then_write import needed_clause, needed_use, overwritten_reads, written_element
+from warp_lint.read_then_write import (
+    needed_clause,
+    needed_use,
+    overwritten_reads,
+    written_element,
+)
 from warp_lint.rule import Example, Rule
 
 

@@ -11,7 +11,11 @@ import pytest
 from warp_lint.kernels import build_kernel_index
 from warp_lint.module_options import build_module_options
 from warp_lint.names import WarpNames
-from warp_lint.same_element import index_data_decides, may_touch_again, may_touch_same_element
+from warp_lint.same_element import (
+    index_data_decides,
+    may_touch_again,
+    may_touch_same_element,
+)
 from warp_lint.triage import triage
 
 

@@ -25,9 +25,10 @@ def pages() -> dict[str, str]:
     for code, name in EXTRA_CODES.items():
         result[f"{code}.md"] = f"# {name} ({code})\n\n{ENGINE_CODE_PAGES[code]}\n"
     index = ["# warp-lint rules", "",
-             "The default selection holds every rule whose findings are wrong gradients; the rules marked"
-             " *opt-in* are advice (a gradient check that may be too weak) and run only when selected by code,"
-             " prefix or `ALL` (`--extend-select WL303`, `extend-select = [\"WL303\"]`), as in ruff.", "",
+             ("The default selection holds every rule whose findings are wrong gradients; the rules marked"
+              " *opt-in* are advice (a gradient check that may be too weak) or hazards that only the data decide"
+              " (an index loaded from memory), and run only when selected by code, prefix or `ALL`"
+              " (`--extend-select WL115`, `extend-select = [\"WL115\"]`), as in ruff."), "",
              "| code | name | affected Warp versions | fix | default | summary |", "|---|---|---|---|---|---|"]
     for code, rule in all_rules().items():
         index.append(f"| [{code}]({code}.md) | {rule.name} | `{rule.affected_versions or 'all'}` |"
