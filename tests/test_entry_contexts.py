@@ -333,6 +333,61 @@ CONTAINERS = {
         """,
 }
 
+REFUSED = {
+    "cloth.py": """
+        import warp as wp
+
+
+        @wp.kernel
+        def integrate(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = x[i] + 0.1 * x[i] * x[i]
+
+
+        @wp.kernel
+        def gust(y: wp.array(dtype=float), strength: float):
+            i = wp.tid()
+            y[i] = y[i] * y[i] * strength  # expect: WL102
+
+
+        class Cloth:
+            def __init__(self, wind, requires_grad):
+                self.wind = wind
+                self.strength = 0.5
+                if self.wind and requires_grad:
+                    raise NotImplementedError("gusts are not differentiable: build the cloth without requires_grad")
+
+            def step(self, x, y):
+                wp.launch(integrate, x.shape[0], inputs=[x], outputs=[y])
+                if self.wind:
+                    wp.launch(gust, y.shape[0], inputs=[y, self.strength])
+        """,
+    "train.py": """
+        import numpy as np
+        import warp as wp
+
+        from cloth import Cloth
+
+
+        @wp.kernel
+        def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+            wp.atomic_add(loss, 0, y[wp.tid()])
+
+
+        def main(values):
+            x = wp.array(values, dtype=float, requires_grad=True)
+            y = wp.zeros_like(x, requires_grad=True)
+            loss = wp.zeros(1, dtype=float, requires_grad=True)
+            cloth = Cloth(wind=True, requires_grad=True)
+            tape = wp.Tape()
+            with tape:
+                cloth.step(x, y)
+                wp.launch(total, y.shape[0], inputs=[y], outputs=[loss])
+            tape.backward(loss)
+            return float(loss.numpy()[0]), x.grad.numpy().copy()
+        """,
+}
+
 
 PROGRAMS = {
     "torch-tape": {"kernels.py": SERIES, "train.py": TORCH_TAPE},
@@ -346,6 +401,9 @@ PROGRAMS = {
     "custom-adjoint-body": CUSTOM_ADJOINT_BODY,
     "config-set": {"train.py": CONFIG_SET},
     "containers": CONTAINERS,
+    "refused": {**REFUSED, "cloth.py": REFUSED["cloth.py"].replace("  # expect: WL102", "")},
+    "unrefused": {**REFUSED, "cloth.py": REFUSED["cloth.py"].replace(
+        "if self.wind and requires_grad:", "if self.wind and requires_grad and False:")},
 }
 
 
@@ -438,7 +496,18 @@ def test_the_contexts_option_and_setting_name_known_contexts(folders, tmp_path, 
         find_config.cache_clear()
 
 
-MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match", "config-set": "wrong"}
+def test_an_arm_the_program_refuses_to_run_with_gradients_is_not_followed_under_a_tape(folders, tmp_path, capsys):
+    """`if self.wind and requires_grad: raise` in the constructor: no run gets to `if self.wind:`
+    with gradients, so the launch there is not recorded, and the kernel is forward-only; the same
+    program whose guard never raises records it, and its gradient is wrong."""
+    assert findings(folders["refused"], tmp_path) == []
+    out = _explain(str(folders["refused"] / "cloth.py") + ":11", capsys)
+    assert out.splitlines()[0].endswith(": forward-only"), out
+    assert findings(folders["unrefused"], tmp_path) == expected(folders["unrefused"])
+
+
+MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match", "config-set": "wrong", "refused": "raises",
+            "unrefused": "wrong"}
 MEASURED_WITH_TORCH = {"torch-tape": "wrong", "torch-adjoint": "wrong"}
 
 

@@ -23,6 +23,7 @@ from warp_lint.project.summary import (
     MODULE_SCOPE,
     NOT_LITERAL,
     WARP_DECORATOR_KINDS,
+    ArmOp,
     AssignOp,
     CallOp,
     ClassSummary,
@@ -141,6 +142,19 @@ class ProjectIndex:
 
     def infos(self) -> Iterator[ModuleInfo]:
         return iter(self.by_path.values())
+
+    @_memoized(maxsize=1)
+    def gradient_free_conditions(self) -> tuple[frozenset[str], ...]:
+        """The conditions no run holds together with required gradients, because the project raises
+        when they meet (`if model.n > 0 and model.requires_grad: raise ...`): an `if` arm they all
+        guard runs only without gradients, as the `else` of `if x.requires_grad:` does."""
+        found = set()
+        for info in self.infos():
+            summary = self.summary(info)
+            for function in summary.functions.values() if summary is not None else ():
+                found.update(frozenset(op.conditions) for op in function.ops
+                             if op.__class__ is ArmOp and op.refuses_gradients)
+        return tuple(found)
 
     # -- modules --------------------------------------------------------------------------
     def module(self, name: str, near: ModuleInfo | None = None) -> ModuleInfo | None:

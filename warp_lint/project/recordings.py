@@ -299,7 +299,8 @@ class Recorder:
     # -- operations -----------------------------------------------------------------------
     def _run(self, frame: Frame) -> None:
         # The `if` whose arm is not followed: it never runs (`if False:`), or, while a tape records,
-        # runs only without gradients.
+        # runs only without gradients (`else` of `if x.requires_grad:`, or under conditions the
+        # project refuses to meet with gradients).
         skipping = None
         for op in frame.function.ops:
             kind = op.__class__
@@ -308,7 +309,8 @@ class Recorder:
                     skipping = None
                 else:
                     continue
-            if kind is ArmOp and (op.dead or op.gradients is False and self.region_stack):
+            if kind is ArmOp and (op.dead or self.region_stack and (op.gradients is False or op.conditions and any(
+                    refused <= set(op.conditions) for refused in self.index.gradient_free_conditions()))):
                 skipping = op.id
                 if op.arm == 0:
                     self.branch_stack.append((self._uid(frame, "if", op.id), 0))

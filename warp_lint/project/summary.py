@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 6
+SUMMARY_VERSION = 7
 
 MODULE_SCOPE = "<module>"
 
@@ -208,6 +208,12 @@ class ArmOp:
     gradients: bool | None = None
     dead: bool = False  # never runs: the body of `if False:`, the `else` of `if True:`
     on: tuple[str, bool] | None = None  # runs only when this name is truthy (True) or falsy (False)
+    # The body's test, one code text per `and` operand (`self.` dropped, so `self.model.n > 0` and
+    # `model.n > 0` read alike), leaving out an operand that tests requires_grad.
+    conditions: tuple[str, ...] = ()
+    # The body raises when the conditions hold and gradients are required (`if model.n > 0 and
+    # model.requires_grad: raise NotImplementedError(...)`): no run gets past it with both.
+    refuses_gradients: bool = False
 
 
 @_summary_class
@@ -495,6 +501,15 @@ def _gradient_test(test: ast.AST) -> tuple[bool | None, bool]:
         if known and all(value == known[0] for value in known):
             return known[0], False
     return None, False
+
+
+def _conditions(test: ast.AST) -> tuple[str, ...]:
+    """The operands of an `and` test (or the test itself) as code, but those that test requires_grad."""
+    operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    return tuple(_SELF.sub("", ast.unparse(operand)) for operand in operands if _gradient_test(operand)[0] is None)
+
+
+_SELF = re.compile(r"\bself\.")
 
 
 def _single_pass(body: list[ast.stmt]) -> bool:
@@ -1017,7 +1032,11 @@ class _OpScanner:
             gradients, exact = _gradient_test(statement.test)
             constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
             on = _name_test(statement.test)
-            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant, on=on))
+            conditions = _conditions(statement.test)
+            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant, on=on,
+                                  conditions=conditions, refuses_gradients=bool(
+                                      gradients and conditions and statement.body and
+                                      isinstance(statement.body[-1], ast.Raise))))
             self.visit_block(statement.body)
             if statement.orelse:
                 self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None,
