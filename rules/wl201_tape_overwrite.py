@@ -486,37 +486,44 @@ class TapeOverwrite(Rule):
             return
         reported.add(marker)
         reader, read_ref = read
-        reader_kernel = reader.launch.kernel_code if reader.launch else "?"
+        reader_kernel = _kernel_named(reader.launch) if reader.launch else "`?`"
         where = context.where(reader.location, event.location)
         writer = _describe_writer(event, write)
         tape = f"`{region.tape}`" if region.tape else "the tape"
         when = f"while {tape} is recording"
         if how == "same":
-            what = (f"`{write.code}` is passed to `{reader_kernel}` both as `{read_ref.param}`, which it reads, and as"
+            what = (f"`{write.code}` is passed to {reader_kernel} both as `{read_ref.param}`, which it reads, and as"
                     f" `{write.param}`, which it writes")
         elif how == "loop":
-            what = (f"{writer} overwrites `{write.code}`, which kernel `{reader_kernel}` ({where}) read in the"
+            what = (f"{writer} overwrites `{write.code}`, which kernel {reader_kernel} ({where}) read in the"
                     f" previous iteration of this loop")
         else:
-            what = f"{writer} overwrites `{write.code}` after kernel `{reader_kernel}` read it on {where}"
-        message = (f"{what} {when}: `backward()` replays `{reader_kernel}` with the overwritten"
+            what = f"{writer} overwrites `{write.code}` after kernel {reader_kernel} read it on {where}"
+        message = (f"{what} {when}: `backward()` replays {reader_kernel} with the overwritten"
                    f" values and its gradients are wrong, without an error; write into a separate array (one"
                    f" buffer per step) or move the write after `backward()`")
         data = {}
         writer_kernel = event.launch.kernel if event.launch is not None else None
         if writer_kernel is not None:
             data = dict(writer_kernel.runtime)  # Warp's tracker names the writing kernel
-        data.update({"array": write.code, "reader": reader_kernel, "read_line": reader.location.line,
+        data.update({"array": write.code, "reader": reader.launch.kernel_code if reader.launch else "?", "read_line": reader.location.line,
                      "read_path": reader.location.path, "host": True})
         data.update(host_confirmation_data(context, scope, region, event, write.key))
-        related = [(f"`{reader_kernel}` reads `{read_ref.code}` here", reader.location)] if how != "same" else []
+        related = [(f"{reader_kernel} reads `{read_ref.code}` here", reader.location)] if how != "same" else []
         context.report(self, event, message, data=data, related=related)
+
+
+def _kernel_named(launch) -> str:
+    """The launch's kernel as written, and the kernel it is where that differs: `reader` (`sine_into`)."""
+    code = launch.kernel_code
+    name = launch.kernel.name if launch.kernel is not None else None
+    return f"`{code}` (`{name}`)" if name and name != code.rsplit(".", 1)[-1] else f"`{code}`"
 
 
 def _describe_writer(event: HostEvent, write: ArrayRef) -> str:
     if event.launch is not None:
         param = f" (parameter `{write.param}`)" if write.param else ""
-        return f"kernel `{event.launch.kernel_code}`{param}"
+        return f"kernel {_kernel_named(event.launch)}{param}"
     if event.kind == "method":
         return f"`{event.receiver}.{event.name}()`"
     return f"`{event.name.replace('warp.', 'wp.')}()`"

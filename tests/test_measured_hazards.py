@@ -168,3 +168,78 @@ def test_an_index_data_overwrite_is_wrong_only_where_the_data_make_it_so(tmp_pat
     kernel = _load_kernel(code, tmp_path / "wl115_propagate.py")
     assert _propagate_error(kernel, [0, 1, 1], [1, 2, 3]) < TOLERANCE
     assert _propagate_error(kernel, [1, 0, 1], [2, 1, 3]) > 10 * TOLERANCE
+
+
+TILE_READERS = """
+import warp as wp
+
+T = 4
+
+
+@wp.kernel
+def transpose_into(x: wp.array2d(dtype=float), y: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    t = wp.tile_load(x, shape=(T, T), offset=(i * T, j * T))
+    wp.tile_store(y, wp.tile_transpose(t), offset=(j * T, i * T))
+
+
+@wp.kernel
+def sine_into(x: wp.array2d(dtype=float), y: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    t = wp.tile_load(x, shape=(T, T), offset=(i * T, j * T))
+    wp.tile_store(y, wp.tile_map(wp.sin, t), offset=(j * T, i * T))
+
+
+@wp.kernel
+def square_sum(y: wp.array2d(dtype=float), loss: wp.array(dtype=float)):
+    i, j = wp.tid()
+    wp.atomic_add(loss, 0, y[i, j] * y[i, j])
+
+
+@wp.kernel
+def reset(x: wp.array2d(dtype=float)):
+    i, j = wp.tid()
+    x[i, j] = 0.25
+
+
+def train(reader, x0, record=True):
+    x = wp.array(x0, dtype=float, requires_grad=True)
+    y = wp.zeros_like(x, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch_tiled(reader, dim=(1, 1), inputs=[x], outputs=[y], block_dim=16)
+        wp.launch(square_sum, dim=x0.shape, inputs=[y], outputs=[loss])
+        wp.launch(reset, dim=x0.shape, inputs=[x])
+    tape.backward(loss)
+    return float(loss.numpy()[0]), x.grad.numpy()
+
+
+def main(x0):
+    return train(transpose_into, x0), train(sine_into, x0)
+"""
+
+
+def test_a_tile_reader_whose_adjoint_needs_no_values_survives_an_overwrite(tmp_path):
+    """WL201 names only the reader whose adjoint reads the overwritten values: a tile loaded,
+    transposed and stored is linear (its gradient measured right after the overwrite), a tile
+    mapped through `wp.sin` is not (measured wrong)."""
+    path = tmp_path / "tile_readers.py"
+    path.write_text(TILE_READERS)
+    found = lint_code(TILE_READERS, select=["WL201"], target="==1.19.0", path=str(path))
+    assert [(f.code, "`sine_into`" in f.message, "`transpose_into`" in f.message) for f in found] == [
+        ("WL201", True, False)]
+    spec = importlib.util.spec_from_file_location("measured_tile_readers", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x0 = np.random.default_rng(0).uniform(0.5, 1.5, (4, 4)).astype(np.float32)
+    for reader, wrong in ((module.transpose_into, False), (module.sine_into, True)):
+        autodiff = module.train(reader, x0)[1]
+        finite = np.zeros_like(x0)
+        for k in np.ndindex(x0.shape):
+            plus, minus = x0.copy(), x0.copy()
+            plus[k] += STEP
+            minus[k] -= STEP
+            finite[k] = (module.train(reader, plus)[0] - module.train(reader, minus)[0]) / (2 * STEP)
+        error = float(np.abs(autodiff - finite).max() / np.abs(finite).max())
+        assert (error > 10 * TOLERANCE) if wrong else (error < TOLERANCE), (reader.key, error)

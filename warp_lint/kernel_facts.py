@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from warp_lint.dataflow import INDEX, dataflow_of
+from warp_lint.dataflow import INDEX, LINEAR, dataflow_of
 from warp_lint.kernels import FunctionModel, KernelIndex, mutually_exclusive, struct_field_effects
 from warp_lint.names import WarpNames
 
@@ -145,7 +145,7 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
         if "read" not in kinds:
             continue
         reads = function.reads(param)
-        opaque = param in passed_whole or any(read.via for read in reads)
+        opaque = param in passed_whole and _whole_value_needed(flow, param) or any(read.via for read in reads)
         if function.differentiable and (opaque or flow.needing_use_of_reads(
                 param, {id(read.node) for read in reads}, indices=True) is not None):
             values.add(param)  # with backward disabled its adjoint never runs: it needs nothing
@@ -154,6 +154,19 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
         if opaque or "@" + param in flow.useful:
             gradients.add(param)
     return frozenset(values), frozenset(gradients)
+
+
+def _whole_value_needed(flow, param: str) -> bool:
+    """Whether an array passed whole (to a call, a tile load) has its values needed by the adjoint:
+    passed to anything but a linear builtin, or loaded (`t = wp.tile_load(x, ...)`) into a value
+    that is then used nonlinearly, compared or used as an index. A tile loaded, transposed and
+    stored (measured on Warp 1.19: overwriting its input before `backward()` leaves the gradient
+    right, where `tile_map(wp.sin, t)` is wrong) needs none."""
+    whole = [use for use in flow.uses if use.name == param and use.position != INDEX]
+    if any(use.position != LINEAR for use in whole):
+        return True
+    derived = flow.linear_derivatives({param}) - {param}
+    return any(True for _ in flow.needing_uses(derived, indices=True))
 
 
 def _stored_twice(function: FunctionModel) -> frozenset[str]:
