@@ -23,6 +23,12 @@ PyTorch is installed).
   conditional expression, and set on a class by a factory, each under a tape, beside kernels of
   the same modules that are only launched after ``backward()``. A launch that takes its kernel
   from a container runs only what the program puts in it: the others stay forward-only.
+- ``refused``: a constructor raises when a feature meets required gradients (`if self.wind and
+  requires_grad: raise`): the feature's arm (`if self.wind:`) is not followed under a tape, and
+  the program with gradients raises; ``unrefused``, whose guard never raises, is reported and wrong.
+- ``never-requires-grad``: a kernel recorded on a tape whose every array is allocated without
+  `requires_grad` is forward-only (gradient measured right); ``schedule`` differentiates the same
+  kernel's buffers and is reported (measured wrong).
 """
 
 from __future__ import annotations
@@ -388,6 +394,54 @@ REFUSED = {
         """,
 }
 
+# A schedule computed on the tape from buffers made without requires_grad, then used as a constant
+# by a differentiable kernel: the schedule's dynamic loop (WL104) cannot change a gradient. The
+# twin differentiates the schedule itself (its buffers require gradients): the same loop is wrong.
+SCHEDULE = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def schedule(delay: wp.array(dtype=float), steps: int, scale: wp.array(dtype=float)):
+    i = wp.tid()
+    s = float(1.0)
+    for _ in range(steps):
+        s = s * (1.0 + delay[0])  # expect: WL104
+    scale[i] = s
+
+
+@wp.kernel
+def apply(x: wp.array(dtype=float), scale: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, x[i] * x[i] * scale[i])
+
+
+def main(values):
+    n = len(values)
+    x = wp.array(np.ones(n, dtype=np.float32), dtype=float, requires_grad=True)
+    delay = wp.array(values[:1], dtype=float, requires_grad=True)
+    scale = wp.zeros(n, dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(schedule, n, inputs=[delay, 3], outputs=[scale])
+        wp.launch(apply, n, inputs=[x, scale], outputs=[loss])
+    tape.backward(loss)
+    gradient = np.zeros(n, dtype=np.float32)
+    gradient[0] = delay.grad.numpy()[0]
+    return float(loss.numpy()[0]), gradient
+"""
+
+NEVER_REQUIRES_GRAD = SCHEDULE.replace("  # expect: WL104", "").replace(
+    "x = wp.array(np.ones(n, dtype=np.float32), dtype=float, requires_grad=True)",
+    "x = wp.array(values, dtype=float, requires_grad=True)").replace(
+    "delay = wp.array(values[:1], dtype=float, requires_grad=True)", "delay = wp.array([0.1], dtype=float)").replace(
+    "scale = wp.zeros(n, dtype=float, requires_grad=True)", "scale = wp.zeros(n, dtype=float)").replace(
+    """    gradient = np.zeros(n, dtype=np.float32)
+    gradient[0] = delay.grad.numpy()[0]
+    return float(loss.numpy()[0]), gradient""", "    return float(loss.numpy()[0]), x.grad.numpy().copy()")
+
 
 PROGRAMS = {
     "torch-tape": {"kernels.py": SERIES, "train.py": TORCH_TAPE},
@@ -401,6 +455,8 @@ PROGRAMS = {
     "custom-adjoint-body": CUSTOM_ADJOINT_BODY,
     "config-set": {"train.py": CONFIG_SET},
     "containers": CONTAINERS,
+    "schedule": {"train.py": SCHEDULE},
+    "never-requires-grad": {"train.py": NEVER_REQUIRES_GRAD},
     "refused": {**REFUSED, "cloth.py": REFUSED["cloth.py"].replace("  # expect: WL102", "")},
     "unrefused": {**REFUSED, "cloth.py": REFUSED["cloth.py"].replace(
         "if self.wind and requires_grad:", "if self.wind and requires_grad and False:")},
@@ -506,8 +562,19 @@ def test_an_arm_the_program_refuses_to_run_with_gradients_is_not_followed_under_
     assert findings(folders["unrefused"], tmp_path) == expected(folders["unrefused"])
 
 
+def test_a_kernel_whose_arrays_never_require_gradients_is_forward_only(folders, tmp_path, capsys):
+    """Recorded on a tape, but every array bound to it is allocated without requires_grad (and
+    never given a gradient): its adjoint changes nothing, so its WL104 is hidden and says why; the
+    twin that differentiates the schedule is reported, and measured wrong."""
+    assert findings(folders["never-requires-grad"], tmp_path) == []
+    out = _explain(str(folders["never-requires-grad"] / "train.py") + ":6", capsys)
+    assert out.splitlines()[0].endswith(": forward-only"), out
+    assert "binds only arrays allocated without `requires_grad`: `delay`" in out
+    assert findings(folders["schedule"], tmp_path) == expected(folders["schedule"])
+
+
 MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match", "config-set": "wrong", "refused": "raises",
-            "unrefused": "wrong"}
+            "unrefused": "wrong", "schedule": "wrong", "never-requires-grad": "match"}
 MEASURED_WITH_TORCH = {"torch-tape": "wrong", "torch-adjoint": "wrong"}
 
 

@@ -361,6 +361,40 @@ class HostScope:
                         effects.setdefault(root, set()).add(effect)
         return effects
 
+    def allocated_without_gradients(self, key: str) -> HostEvent | None:
+        """The allocation that gives the array ``key`` its value, when every assignment of that key
+        is an allocation without `requires_grad` (not a `*_like` copy, not a value from elsewhere)
+        and nothing sets its `.requires_grad` or `.grad` afterwards: no gradient can reach it. None
+        where one may (a parameter, an attribute set elsewhere, a flag that is not a literal)."""
+        assigns = [e for e in self.events if e.kind == "assign" and e.key == key]
+        if not assigns or any(e.allocation is None or e.allocation.requires_grad is not False or
+                              e.allocation.inherits_from is not None for e in assigns):
+            return None
+        if any(e.kind == "assign" and e.owner == key and e.name.endswith((".requires_grad", ".grad"))
+               for e in self.events):
+            return None
+        return assigns[0]
+
+    def gradient_free(self, launch: Launch) -> list[HostEvent] | None:
+        """The allocations of every float array a launch binds, when none can carry a gradient: its
+        adjoint then changes no gradient whatever the kernel does. None when one may, or when an
+        array parameter is bound to something the recording does not key (a struct, an expression)."""
+        kernel = launch.kernel
+        if kernel is None or launch.struct_refs or any(p.kind in ("struct", "generic", "unknown")
+                                                       for p in kernel.params):
+            return None
+        bound = {ref.param: ref for ref in launch.refs}
+        allocations = []
+        for param in kernel.params:
+            if not param.is_array or not param.differentiable:
+                continue
+            ref = bound.get(param.name)
+            allocation = self.allocated_without_gradients(ref.key) if ref is not None and ref.key else None
+            if allocation is None:
+                return None
+            allocations.append(allocation)
+        return allocations
+
     def events_in(self, region: TapeRegion) -> Iterator[HostEvent]:
         return (e for e in self.events if region.start_order <= e.order <= region.end_order)
 

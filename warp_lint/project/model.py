@@ -39,6 +39,7 @@ from warp_lint.host import (
     HEAD,
     LAUNCH_FUNCTIONS,
     TAPE_CLASSES,
+    HostEvent,
     HostScope,
     Location,
     looks_like_tape,
@@ -97,6 +98,8 @@ class DifferentiationContext:
 @dataclasses.dataclass
 class _Launches:
     recorded: dict[Symbol, Reach] = dataclasses.field(default_factory=dict)
+    # recorded launches binding only arrays allocated without requires_grad: kernel -> the first
+    gradient_free: dict[Symbol, tuple[Location, list[HostEvent]]] = dataclasses.field(default_factory=dict)
     checked: dict[Symbol, Location] = dataclasses.field(default_factory=dict)
     unresolved_recorded: list[Location] = dataclasses.field(default_factory=list)
     opaque: list[OpaqueCall] = dataclasses.field(default_factory=list)  # calls under a tape not followed
@@ -273,8 +276,11 @@ class ProjectModel:
                     self._named_at(event.location)
                 if not kernels:
                     launches.unresolved_recorded.append(event.location)
+                free = scope.gradient_free(event.launch)
                 for kernel in kernels:
-                    if kernel not in launches.recorded:
+                    if free is not None:
+                        launches.gradient_free.setdefault(kernel, (event.location, free))
+                    elif kernel not in launches.recorded:
                         region = event.region
                         launches.recorded[kernel] = Reach(region.tape, region.location, event.location,
                                                           scope.entry, event.chain)
@@ -501,6 +507,13 @@ class ProjectModel:
             if flowing:
                 return DifferentiationContext(UNKNOWN, f"it is passed around, and the recorded launch at"
                                                        f" {_where(flowing[0])} may run it", launches=sites)
+        free = launches.gradient_free.get(symbol)
+        if free is not None:
+            where, allocations = free
+            named = ", ".join(f"`{a.name}` ({_where(a.location)})" for a in allocations[:3])
+            return DifferentiationContext(FORWARD_ONLY, f"every recorded launch of it (first at {_where(where)}) binds"
+                                                        f" only arrays allocated without `requires_grad`: {named}; no"
+                                                        " gradient reaches it", launches=sites)
         if sites:
             return self._api_launch(sites, sites) or DifferentiationContext(
                 FORWARD_ONLY, f"every launch of it ({len(sites)}, first at {_where(sites[0])}) is outside any tape"
