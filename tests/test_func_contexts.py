@@ -178,6 +178,34 @@ def first_all(a: wp.array(dtype=float)):
     assert contexts["second"][0] == "forward-only"
 
 
+def test_a_factory_call_passed_straight_to_another_factory_or_indexed_is_followed(tmp_path):
+    """`make_kernel(step=make_scale(2.0))`: the parameter's users call what the inner factory made;
+    `make_pair()[1]` keeps only the second func, so the first one's users are elsewhere."""
+    caller = """
+import warp as wp
+from factories import make_pair, make_scale
+
+def make_kernel(step):
+    @wp.kernel(enable_backward=False)
+    def step_all(a: wp.array(dtype=float)):
+        step(a, wp.tid())
+
+    return step_all
+
+scale_kernel = make_kernel(step=make_scale(2.0))
+second = make_pair()[1]
+
+@wp.kernel
+def second_all(a: wp.array(dtype=float)):
+    second(a, wp.tid())
+
+""" + recorded_launch("second_all")
+    contexts = _contexts(tmp_path, {"factories.py": FACTORIES, "sim.py": caller})
+    assert contexts["scale_in_place"][0] == "forward-only"
+    assert contexts["second"][0] == "differentiated"
+    assert contexts["first"] == ("unknown", "no kernel of the project calls it")  # `[1]` does not keep it
+
+
 def test_a_factory_called_inside_a_kernel_body_is_a_call_of_what_it_makes(tmp_path):
     """`wp.static(make_scale(2.0))(...)` runs the factory when Warp builds the kernel."""
     caller = """

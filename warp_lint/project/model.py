@@ -854,11 +854,38 @@ class ProjectModel:
                 elif holder == "":
                     callers = []  # the result is kept, but not the part that holds the func
                 else:
-                    callers = None
+                    callers = self._argument_users(info, function, call, position, attribute, depth)
             if callers is None:
                 return None
             found += callers
         return found
+
+    def _argument_users(self, info: ModuleInfo, function: FunctionSummary, call: CallOp, position: int | None,
+                        attribute: str, depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The Warp definitions that call what a factory call makes when the call is itself an
+        argument of a project function (`make_contacts(refiner=make_refiner(support))`): the users
+        of the parameter it binds there. None when it is used any other way."""
+        for op in function.ops:
+            if op.__class__ is not CallOp or op.index == call.index or not op.dotted:
+                continue
+            positional = -1
+            for argument in op.args:
+                positional += argument.keyword is None
+                if argument.value.call != call.index:
+                    continue
+                callee = self.index.resolve(info.path, function.qualname, op.func)
+                target = self.index.function(callee) if callee is not None and callee.kind == "function" else None
+                if target is None or target.owner is not None or argument.value.star or \
+                        any(a.value.star for a in op.args):
+                    return None
+                param = next((p for p in target.params if p.name == argument.keyword), None) \
+                    if argument.keyword else (target.params[positional] if positional < len(target.params) else None)
+                callee_info = self.index.info_of(callee)
+                if param is None or param.kind in ("vararg", "varkw") or callee_info is None:
+                    return None
+                held = param.name + ("" if position is None else f"[{position}]") + attribute
+                return self._holder_users(callee_info, target, held, depth + 1)
+        return None
 
     def _holder_users(self, info: ModuleInfo, function: FunctionSummary, code: str,
                       depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
@@ -1396,7 +1423,13 @@ def _holder(function: FunctionSummary, call: CallOp, position: int | None, attri
                 return pairs[position][0] + attribute if position < len(pairs) and _is_name(pairs[position][0]) \
                     else None
         return None
-    for op in function.ops:  # `gjk = make().core`: an attribute of the result
+    for op in function.ops:  # `gjk = make().core`, `support = make()[0]`: a part of the result
+        if op.__class__ is AssignOp and op.stmt == call.stmt and len(op.pairs) == 1 and position is not None:
+            target, value = op.pairs[0]
+            kept = value.code.rsplit(")", 1)[-1].replace(" ", "") if value is not None else ""
+            element = _ELEMENT.match(kept)
+            if _is_name(target) and element is not None and element.end() == len(kept):
+                return target + attribute if int(element[1]) == position else ""
         if op.__class__ is AssignOp and op.stmt == call.stmt and len(op.pairs) == 1 and position is None:
             target, value = op.pairs[0]
             kept = value.code.rsplit(")", 1)[-1] if value is not None else ""
