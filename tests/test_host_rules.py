@@ -296,3 +296,39 @@ def test_fixtures_cover_every_tape_rule():
     planted = {code for path in FIXTURES.glob("*.py") for _, code in expected(path.read_text())}
     assert planted >= {"WL201", "WL202", "WL203", "WL204", "WL205", "WL206"}
     assert expected((FIXTURES / "sim_clean.py").read_text()) == []
+
+
+HELPER_MADE = """
+import warp as wp
+
+
+@wp.kernel
+def double_sum(a: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, 2.0 * a[wp.tid()] * a[wp.tid()])
+
+
+def test_passes(values):
+    def make_array(data):
+        return wp.array(data, dtype=float, requires_grad=True)
+
+    def chain(data):
+        a = make_array(data)
+        loss = wp.zeros(1, dtype=float, requires_grad=True)
+        with wp.Tape() as tape:
+            wp.launch(double_sum, 2, inputs=[a, loss])
+        tape.backward(loss=loss)
+        return a.grad.numpy()
+
+    for data in values:
+        chain(data)
+"""
+
+
+def test_an_array_a_helper_makes_afresh_in_each_pass_starts_with_no_gradient():
+    """`a = make_array(...)` as the first statement of a pass is bound in the pass, though no event
+    came before it there: nothing accumulates (WL204 silent). The same helper called once before
+    the loop gives one array whose gradient every pass adds to."""
+    assert codes(HELPER_MADE, select=["WL204"]) == []
+    hoisted = HELPER_MADE.replace("    def chain(data):\n        a = make_array(data)\n",
+                                  "    a = make_array(values[0])\n\n    def chain(data):\n")
+    assert codes(hoisted, select=["WL204"]) == ["WL204"]

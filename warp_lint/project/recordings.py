@@ -333,7 +333,11 @@ class Recorder:
                     self.bind(frame, name, None)
                     frame.host_values.pop(name, None)
                 loop_id = self._uid(frame, "loop", op.id)
-                self.loop_spans[loop_id] = LoopSpan(loop_id, Location.of(frame.path, op.loc), self.order + 1, 0,
+                # An order of its own for the loop's start and end, so that a name bound in the body
+                # before its first event (`a = make()`), or after the loop before the next one, is
+                # known to be bound inside it, or after it (``HostScope.created_in``).
+                self.order += 1
+                self.loop_spans[loop_id] = LoopSpan(loop_id, Location.of(frame.path, op.loc), self.order, 0,
                                                     frozenset(op.targets), op.single_pass,
                                                     frozenset(frame.names[name] for name in op.targets), op.truths)
                 self.loop_stack.append(loop_id)
@@ -341,6 +345,7 @@ class Recorder:
             elif kind is EndLoopOp:
                 loop_id = self.loop_stack.pop()
                 self.loop_spans[loop_id].end_order = self.order
+                self.order += 1
             elif kind is ArmOp:
                 branch_id = self._uid(frame, "if", op.id)
                 if op.arm == 0:
