@@ -641,3 +641,66 @@ def test_module_options_set_in_a_main_block_disable_the_modules_kernels(tmp_path
     assert findings(folder, tmp_path) == []
     warp_lint(["explain", "--no-cache", str(folder / "sim.py") + ":5"])
     assert "forward-only\n  because backward is disabled: `wp.set_module_options` on line 18" in capsys.readouterr().out
+
+
+CHECKS = {
+    "test_checks.py": """
+        import warp as wp
+
+
+        @wp.kernel
+        def power(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            s = float(1.0)
+            for k in range(i + 2):
+                s = s * x[i]  # expect: WL104
+            y[i] = s
+
+
+        @wp.kernel
+        def double(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = 2.0 * x[i]
+
+
+        def _tape_gradient(kernel, values):
+            x = wp.array(values, dtype=float, requires_grad=True)
+            y = wp.zeros_like(x)
+            tape = wp.Tape()
+            with tape:
+                wp.launch(kernel, x.shape[0], inputs=[x], outputs=[y])
+            tape.backward(grads={y: wp.ones_like(y)})
+            return x.grad.numpy()
+
+
+        def test_gradients():
+            cases = (("power", power), ("double", double))
+            for i, (name, kernel) in enumerate(cases):
+                _tape_gradient(kernel, [1.0, 2.0])
+        """,
+    "test_hash.py": """
+        import warp as wp
+
+
+        def test_module_hash():
+            @wp.kernel
+            def square_in_place(a: wp.array(dtype=float)):
+                a[0] = a[0] * a[0]
+
+            assert square_in_place.module.hash_module()
+        """,
+}
+
+
+def test_a_wrapper_launch_runs_what_its_callers_loop_over_and_nothing_else(tmp_path, capsys):
+    """`_tape_gradient(kernel, x)` under `for i, (name, kernel) in enumerate(cases)` with `cases` a
+    local tuple: the wrapper's recorded launch runs `power` and `double`, named, so it cannot run a
+    kernel another test makes and only reads attributes of (`square_in_place.module`)."""
+    folder = write_program(tmp_path / "checks", CHECKS)
+    assert findings(folder, tmp_path) == expected(folder)
+    warp_lint(["explain", "--no-cache", str(folder / "test_checks.py") + ":9"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(": differentiated") and "recorded on `tape`" in out, out
+    warp_lint(["explain", "--no-cache", str(folder / "test_hash.py") + ":7"])
+    out = capsys.readouterr().out
+    assert out.splitlines()[0].endswith(": unreachable"), out

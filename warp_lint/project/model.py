@@ -53,7 +53,7 @@ from warp_lint.project.contexts import (
     UNREACHABLE,
 )
 from warp_lint.project.index import ModuleInfo, ProjectIndex, Symbol, WarpDefinition
-from warp_lint.project.reach import Reachability, public_module
+from warp_lint.project.reach import Reachability, call_at, public_module
 from warp_lint.project.recordings import OpaqueCall, Recorder
 from warp_lint.project.summary import (
     MODULE_SCOPE,
@@ -62,6 +62,7 @@ from warp_lint.project.summary import (
     CallOp,
     FileSummary,
     FunctionSummary,
+    LoopOp,
     ReturnOp,
     Value,
     WithOp,
@@ -273,7 +274,7 @@ class ProjectModel:
                 if event.launch is None or not event.launch.recorded:
                     continue
                 kernels = (kernel,) if kernel is not None and kernel.kind == "warp" else \
-                    self._named_at(event.location)
+                    (self._named_at(event.location) or self._passed_to_wrapper(event))
                 if not kernels:
                     launches.unresolved_recorded.append(event.location)
                 free = scope.gradient_free(event.launch)
@@ -526,6 +527,9 @@ class ProjectModel:
             if self._in_package(symbol) and not escapes:
                 return DifferentiationContext(UNREACHABLE, "the project never launches it, and it is not public"
                                                            " API", runs=False)
+            if ".<locals>." in symbol.qualname and not escapes:
+                return DifferentiationContext(UNREACHABLE, "it is made inside a function that neither launches it"
+                                                           " nor hands it on", runs=False)
             return DifferentiationContext(UNKNOWN, "the project never launches it", runs=escapes)
         for where in unnamed:
             call = self._run_under_tape(where)
@@ -674,8 +678,11 @@ class ProjectModel:
     def _holders(self, kernel: Symbol, names: tuple[str, ...], named: set[Symbol]) -> set[tuple[str, str]]:
         """(file, scope) of the code that holds the kernel by name: its module, and where its name
         (or its factory's) resolves to it (another module's `simulate` is another kernel; a module
-        reaching it as `kernels.simulate` relates through the kernel's own module)."""
-        return {(kernel.path, MODULE_SCOPE)} | {
+        reaching it as `kernels.simulate` relates through the kernel's own module). A kernel made
+        inside a function is held by its module only where the module's code names it or its
+        factory: the naming places say that."""
+        own = set() if ".<locals>." in kernel.qualname else {(kernel.path, MODULE_SCOPE)}
+        return own | {
             (path, scope) for name in names for path, scope in self._naming.get(name, ())
             if self.index.resolve(path, scope, name) in named}
 
@@ -1088,6 +1095,29 @@ class ProjectModel:
         return tuple(symbol for symbol, where, _ in self._launch_sites_of_file(location.path)
                      if where == location and symbol is not None)
 
+    def _passed_to_wrapper(self, event: HostEvent) -> tuple[Symbol, ...]:
+        """The kernels a launch wrapper's recorded launch may run, where the recording could not
+        name it: every value the caller may pass as the wrapper's parameter the launch takes its
+        kernel from (`_tape_gradients(kernel, ...)` in `for kernel in (a, b):`); () when the
+        caller's argument cannot be named statically."""
+        launch, location = event.launch, event.location
+        head = launch.kernel_code.split(".", 1)[0] if launch is not None else ""
+        caller = self._reachability.enclosing(location)
+        info = self.index.by_path.get(location.path)
+        call = call_at(caller, location) if caller is not None and info is not None else None
+        callee = self.index.resolve(location.path, caller.qualname, call.func) \
+            if call is not None and call.dotted and call.qualified not in LAUNCH_FUNCTIONS else None
+        wrapper = self.index.function(callee) if callee is not None and callee.kind == "function" else None
+        if wrapper is None or not _is_name(head):
+            return ()
+        params = [p.name for p in wrapper.params if p.kind not in ("vararg", "varkw")]
+        if wrapper.owner is not None and params:
+            params = params[1:]  # `self`: the receiver, not an argument
+        if head not in params:
+            return ()
+        symbols = self.static_values(info, caller, call.argument(params.index(head), head))
+        return tuple(s for s in symbols if s.kind == "warp") if symbols else ()
+
     def _launch_sites_of_file(self, path: str) -> list[tuple[Symbol | None, Location, bool]]:
         self._all_launch_sites  # noqa: B018 - fills the per-file sites
         found = self._file_sites.get(path)
@@ -1138,8 +1168,11 @@ class ProjectModel:
                 not self.index.imports_name(info, function.qualname, head):
             if attribute:
                 return None
+            looped = _loop_elements(function, head)
+            if looped is None:
+                return None
             return _union(self.static_values(info, function, assigned, depth + 1)
-                          for assigned in _assigned(function.ops, head)) or None
+                          for assigned in _assigned(function.ops, head) + looped) or None
         resolved = self.index.resolve(info.path, function.qualname, value.code)
         if resolved is not None and resolved.kind == "value":
             # A module's `simulate = make_simulate(config)`: what the factory makes.
@@ -1324,6 +1357,39 @@ def _union(parts: Iterable[frozenset[Symbol] | None]) -> frozenset[Symbol] | Non
     return frozenset(found)
 
 
+def _loop_elements(function: FunctionSummary, name: str) -> list | None:
+    """The values a `for` loop of ``function`` binds to the local ``name``, read from the display it
+    iterates (`for kernel in (a, b)`, `for shape, kernel in cases` with `cases` a local tuple of
+    tuples, the target's names in order): [] when no loop binds it, None where a loop binds it
+    from something else."""
+    found: list = []
+    for op in function.ops:
+        if op.__class__ is not LoopOp or name not in op.targets:
+            continue
+        iterable, targets = op.iterable, op.targets
+        if iterable is not None and iterable.call is not None and iterable.code.startswith("enumerate("):
+            # `for i, (a, kernel) in enumerate(cases)`: the counter, then the elements' names
+            call = next((c for c in function.ops if c.__class__ is CallOp and c.index == iterable.call), None)
+            iterable = call.argument(0, "iterable") if call is not None else None
+            if name == targets[0]:
+                continue
+            targets = targets[1:]
+        if iterable is not None and iterable.plain and _is_name(iterable.code):
+            displays = _assigned(function.ops, iterable.code)
+            iterable = displays[0] if len(displays) == 1 else None
+        if iterable is None or iterable.elements is None:
+            return None
+        position = targets.index(name)
+        for element in iterable.elements:
+            if len(targets) == 1:
+                found.append(element)
+            elif element.elements is not None and len(element.elements) == len(targets):
+                found.append(element.elements[position])
+            else:
+                return None
+    return found
+
+
 def _assigned(ops: list, name: str) -> list:
     """The values a function assigns to the local ``name``."""
     return [v for op in ops if op.__class__ is AssignOp and op.augmented is None
@@ -1387,23 +1453,29 @@ def _carried_in_display(value, head: str, code: str) -> str | None:
 
 def _only_returns(factory: FunctionSummary, name: str) -> bool:
     """Whether ``factory``'s own statements do nothing with ``name`` but return it (an overload of
-    it included) or launch it."""
+    it included) or launch it. Reading its attributes (`k.module.hash_module()`, `k.adj`) hands
+    nothing on that a launch could run."""
     for op in factory.ops:
         kind = op.__class__
         if kind is ReturnOp:
-            if op.value is not None and name in op.value.names and op.value.code != name and op.value.call is None:
+            if op.value is not None and _handed_on(op.value, name) and op.value.code != name and op.value.call is None:
                 return False
         elif kind is CallOp:
-            mentioned = any(name in argument.value.names for argument in op.args)
+            mentioned = any(_handed_on(argument.value, name) for argument in op.args)
             if mentioned and not (op.args[0].value.code == name and (
                     op.qualified in LAUNCH_FUNCTIONS or (op.qualified == "warp.overload" and op.role == "return"))):
                 return False
         elif kind is AssignOp:
-            if any(value is not None and name in value.names for _, value in op.pairs):
+            if any(value is not None and _handed_on(value, name) for _, value in op.pairs):
                 return False
-        elif kind is WithOp and any(name in item.value.names for item in op.items):
+        elif kind is WithOp and any(_handed_on(item.value, name) for item in op.items):
             return False
     return True
+
+
+def _handed_on(value: Value, name: str) -> bool:
+    """Whether ``value`` uses ``name`` itself, not only an attribute of it."""
+    return name in value.names and re.search(rf"(?<![\w.]){re.escape(name)}\b(?!\s*\.)", value.code) is not None
 
 
 def _holder(function: FunctionSummary, call: CallOp, position: int | None, attribute: str) -> str | None:

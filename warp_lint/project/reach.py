@@ -175,7 +175,7 @@ class Reachability:
         """Whether the launch at ``location`` takes its kernel from a caller (see the module's doc).
         A launch wrapper's launch is at the wrapper's call: there, any argument may be the kernel."""
         function = self.enclosing(location)
-        call = _call_at(function, location) if function is not None else None
+        call = call_at(function, location) if function is not None else None
         if call is None:
             return True
         if call.qualified in LAUNCH_FUNCTIONS:
@@ -195,7 +195,7 @@ class Reachability:
         function = self.enclosing(location)
         if function is None or function.owner is None or not function.params:
             return None
-        call = _call_at(function, location, launch=True)
+        call = call_at(function, location, launch=True)
         kernel = call.argument(0, "kernel") if call is not None else None
         attribute = _attribute_source(function, kernel.code, function.params[0].name) if kernel is not None else None
         if attribute is None:
@@ -209,7 +209,7 @@ class Reachability:
         loop over it): every value put in it, as (file, scope, value): its display and each
         `KERNELS[k] = v`, `KERNELS.append(v)`, ... in the project. None for any other launch."""
         function = self.enclosing(location)
-        call = _call_at(function, location, launch=True) if function is not None else None
+        call = call_at(function, location, launch=True) if function is not None else None
         kernel = call.argument(0, "kernel") if call is not None else None
         name = _container_source(function, kernel.code) if kernel is not None else None
         container = self.index.resolve(location.path, function.qualname, name) if name is not None else None
@@ -419,7 +419,7 @@ def _public(path: str, function: FunctionSummary) -> bool:
     return not any(part.startswith("_") and not part.startswith("__") for part in function.qualname.split("."))
 
 
-def _call_at(function: FunctionSummary, location: Location, launch: bool = False) -> CallOp | None:
+def call_at(function: FunctionSummary, location: Location, launch: bool = False) -> CallOp | None:
     """The call written at ``location`` in ``function`` (with ``launch``, only a `wp.launch`)."""
     return next((op for op in function.ops if op.__class__ is CallOp
                  and (op.loc.line, op.loc.column) == (location.line, location.column)
