@@ -1115,7 +1115,7 @@ class ProjectModel:
             params = params[1:]  # `self`: the receiver, not an argument
         if head not in params:
             return ()
-        symbols = self.static_values(info, caller, call.argument(params.index(head), head))
+        symbols = self.static_values(info, caller, call.argument(params.index(head), head), line=location.line)
         return tuple(s for s in symbols if s.kind == "warp") if symbols else ()
 
     def _launch_sites_of_file(self, path: str) -> list[tuple[Symbol | None, Location, bool]]:
@@ -1133,18 +1133,20 @@ class ProjectModel:
                     adjoint = op.argument(None, "adjoint")
                     runs_adjoint = adjoint is not None and adjoint.literal not in (False, None, 0)
                     location = Location.of(info.path, op.loc)
-                    symbols = self.static_values(info, function, op.argument(0, "kernel"))
+                    symbols = self.static_values(info, function, op.argument(0, "kernel"), line=op.loc.line)
                     for symbol in symbols if symbols is not None else (None,):
                         if symbol is None or symbol.kind == "warp":
                             found.append((symbol, location, runs_adjoint))
         return found
 
-    def static_values(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0
-                      ) -> frozenset[Symbol] | None:
+    def static_values(self, info: ModuleInfo, function: FunctionSummary, value, depth: int = 0,
+                      line: int | None = None) -> frozenset[Symbol] | None:
         """Every definition a value may name without running anything: a name; a factory call's
         product; the branches of a conditional expression (`a if compact else b`); every value
         assigned to a local (`if edge: k = a` / `else: k = b`) or, for `self.attr`, by the class's
-        methods; a module value a factory made. None when one of them cannot be named."""
+        methods; a module value a factory made; the elements of a display a `for` loop binds it
+        from, where the use is on ``line`` (None: anywhere) at or after the loop. None when one of
+        them cannot be named."""
         if value is None or depth > 4:
             return None
         if value.call is not None:
@@ -1154,7 +1156,7 @@ class ProjectModel:
             leaves = _conditional_leaves(value.code)
             codes = [_dotted(leaf) for leaf in leaves] if leaves is not None else [None]
             return None if None in codes else _union(
-                self.static_values(info, function, Value(code, plain=True), depth + 1) for code in codes)
+                self.static_values(info, function, Value(code, plain=True), depth + 1, line) for code in codes)
         if "[" in value.code:
             return None
         head, _, attribute = value.code.partition(".")
@@ -1168,11 +1170,16 @@ class ProjectModel:
                 not self.index.imports_name(info, function.qualname, head):
             if attribute:
                 return None
-            looped = _loop_elements(function, head)
+            assigned = _assigned(function.ops, head)
+            looped = _loop_elements(function, head, line)
             if looped is None:
-                return None
-            return _union(self.static_values(info, function, assigned, depth + 1)
-                          for assigned in _assigned(function.ops, head) + looped) or None
+                if not assigned:
+                    return None
+                # A loop also binds it from what cannot be named; the assignments are read as the
+                # values a launch sees, as the assignments alone always were (flow is not followed).
+                looped = []
+            return _union(self.static_values(info, function, value, depth + 1)
+                          for value in assigned + looped) or None
         resolved = self.index.resolve(info.path, function.qualname, value.code)
         if resolved is not None and resolved.kind == "value":
             # A module's `simulate = make_simulate(config)`: what the factory makes.
@@ -1357,15 +1364,19 @@ def _union(parts: Iterable[frozenset[Symbol] | None]) -> frozenset[Symbol] | Non
     return frozenset(found)
 
 
-def _loop_elements(function: FunctionSummary, name: str) -> list | None:
+def _loop_elements(function: FunctionSummary, name: str, line: int | None = None) -> list | None:
     """The values a `for` loop of ``function`` binds to the local ``name``, read from the display it
     iterates (`for kernel in (a, b)`, `for shape, kernel in cases` with `cases` a local tuple of
-    tuples, the target's names in order): [] when no loop binds it, None where a loop binds it
-    from something else."""
+    tuples, the target's names in order): [] when no loop binds it (before ``line``), None where a
+    loop binds it from something else."""
     found: list = []
     for op in function.ops:
         if op.__class__ is not LoopOp or name not in op.targets:
             continue
+        if line is not None and line < op.loc.line and not any(
+                outer.__class__ is LoopOp and outer.loc.line <= line and op.loc.end_line <= outer.loc.end_line
+                for outer in function.ops):
+            continue  # a use before the loop, and no loop around both: it sees another binding
         iterable, targets = op.iterable, op.targets
         if iterable is not None and iterable.call is not None and iterable.code.startswith("enumerate("):
             # `for i, (a, kernel) in enumerate(cases)`: the counter, then the elements' names
