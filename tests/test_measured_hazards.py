@@ -243,3 +243,58 @@ def test_a_tile_reader_whose_adjoint_needs_no_values_survives_an_overwrite(tmp_p
             finite[k] = (module.train(reader, plus)[0] - module.train(reader, minus)[0]) / (2 * STEP)
         error = float(np.abs(autodiff - finite).max() / np.abs(finite).max())
         assert (error > 10 * TOLERANCE) if wrong else (error < TOLERANCE), (reader.key, error)
+
+
+CUSTOM_ADJOINT_READER = """
+import warp as wp
+
+
+@wp.func
+def soft_norm(n: int, a: wp.array(dtype=float), out: wp.array(dtype=float)):
+    for j in range(n):
+        out[j] = wp.sqrt(a[j] * a[j] + 1.0)
+
+
+@wp.func_grad(soft_norm)
+def adj_soft_norm(n: int, a: wp.array(dtype=float), out: wp.array(dtype=float)):
+    pass  # differentiated elsewhere: the values of `a` are never looked at
+
+
+@wp.kernel
+def normalize(a: wp.array(dtype=float), out: wp.array(dtype=float)):
+    soft_norm(a.shape[0], a, out)
+
+
+@wp.kernel
+def reset(a: wp.array(dtype=float)):
+    a[wp.tid()] = 0.5
+
+
+def gradient(values, overwrite):
+    a = wp.array(values, dtype=float, requires_grad=True)
+    out = wp.zeros_like(a, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(normalize, 1, inputs=[a], outputs=[out])
+        if overwrite:
+            wp.launch(reset, a.shape[0], inputs=[a])
+    tape.backward(grads={out: wp.ones_like(out)})
+    return a.grad.numpy()
+"""
+
+
+def test_an_array_only_a_custom_adjoint_ignores_reads_may_be_overwritten(tmp_path):
+    """The helper's custom adjoint never looks at `a`: overwriting `a` on the tape changes no
+    gradient (measured: the same with and without the overwrite), so WL201 is silent; without the
+    custom adjoint the replayed helper reads the overwritten values and WL201 fires."""
+    code = "def main(values):\n    return gradient(values, True)\n"
+    assert [f.code for f in lint_code(CUSTOM_ADJOINT_READER + code, select=["WL201"])] == []
+    plain = CUSTOM_ADJOINT_READER.replace("@wp.func_grad(soft_norm)", "@wp.func")
+    assert [f.code for f in lint_code(plain + code, select=["WL201"])] == ["WL201"]
+    path = tmp_path / "custom_adjoint_reader.py"
+    path.write_text(CUSTOM_ADJOINT_READER)
+    spec = importlib.util.spec_from_file_location("measured_custom_adjoint_reader", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
+    assert np.array_equal(module.gradient(values, True), module.gradient(values, False))

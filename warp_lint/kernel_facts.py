@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import libcst as cst
+
+from warp_lint.cst_walk import walk
 from warp_lint.dataflow import INDEX, LINEAR, dataflow_of
 from warp_lint.kernels import FunctionModel, KernelIndex, mutually_exclusive, struct_field_effects
 from warp_lint.names import WarpNames
@@ -57,7 +60,8 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
     value_reads, gradient_reads = _reads_that_matter(function, names, effects,
-                                                     _writes_struct_floats(function, index, structs))
+                                                     _writes_struct_floats(function, index, structs),
+                                                     _custom_adjoint_reads(index))
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable, _gradient_writes(function, names, index))
@@ -121,7 +125,8 @@ def _writes_struct_floats(function: FunctionModel, index: KernelIndex, structs: 
 
 
 def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]],
-                       writes_struct_fields: bool) -> tuple[frozenset[str], frozenset[str]]:
+                       writes_struct_fields: bool, custom: dict[str, frozenset[str]] | None = None
+                       ) -> tuple[frozenset[str], frozenset[str]]:
     """The array parameters whose read values the adjoint reads again when ``backward()`` replays
     the kernel (``value_reads``), and those whose values flow into a differentiable output, so that
     a gradient flows back into them (``gradient_reads``).
@@ -132,7 +137,10 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
     gradient (measured on Warp 1.19 for `z = 3 y` and `z = y + x`), while `z[i] = y[i] * y[i]` is
     wrong. A parameter read only in comparisons or indices passes no gradient back. A kernel that
     writes no float array nor struct field (contact matching, flags, counts) needs none and passes
-    none."""
+    none. An array handed only to helpers whose custom adjoint (``custom``: helper -> the
+    parameters its `@wp.func_grad` mentions) never looks at the parameter it binds has no value
+    read there: Warp runs that adjoint in the helper's place (Featherstone's `dense_cholesky`,
+    whose adjoint is a no-op)."""
     arrays = function.arrays
     if function.kind == "kernel" and not writes_struct_fields and not any(
             kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
@@ -146,7 +154,8 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
             continue
         reads = function.reads(param)
         opaque = param in passed_whole and _whole_value_needed(flow, param) or any(read.via for read in reads)
-        if function.differentiable and (opaque or flow.needing_use_of_reads(
+        unseen = _seen_by_no_adjoint(function, flow, param, custom or {})
+        if function.differentiable and not unseen and (opaque or flow.needing_use_of_reads(
                 param, {id(read.node) for read in reads}, indices=True) is not None):
             values.add(param)  # with backward disabled its adjoint never runs: it needs nothing
         if param in arrays and not arrays[param].type.differentiable:
@@ -154,6 +163,37 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
         if opaque or "@" + param in flow.useful:
             gradients.add(param)
     return frozenset(values), frozenset(gradients)
+
+
+def _custom_adjoint_reads(index: KernelIndex) -> dict[str, frozenset[str]]:
+    """Helper name -> the parameters its custom adjoint (`@wp.func_grad(helper)`) mentions."""
+    found: dict[str, frozenset[str]] = {}
+    for function in index.functions:
+        if function.kind != "func_grad" or not function.decorator_args:
+            continue
+        target = function.decorator_args[0].value
+        name = target.value if isinstance(target, cst.Name) else \
+            target.attr.value if isinstance(target, cst.Attribute) else None
+        if name is not None:
+            params = {p.name for p in function.params}
+            mentioned = {n.value for n in walk(function.node.body) if isinstance(n, cst.Name)} & params
+            found[name] = found.get(name, frozenset()) | frozenset(mentioned)
+    return found
+
+
+def _seen_by_no_adjoint(function: FunctionModel, flow, param: str, custom: dict[str, frozenset[str]]) -> bool:
+    """Whether every use of the array ``param`` is as an argument of helpers whose custom adjoint
+    never mentions the parameter it binds: then no adjoint reads its values."""
+    calls = [call for call in function.helper_calls if param in call.arguments.values()]
+    if not calls or any(call.helper not in custom or any(
+            array == param and helper_param in custom[call.helper] for helper_param, array in call.arguments.items())
+            for call in calls):
+        return False
+    inside = {id(node) for call in calls for node in walk(call.node)}
+    if any(read.via is None and id(read.node) not in inside or read.via not in {c.helper for c in calls} | {None}
+           for read in function.reads(param)):
+        return False
+    return all(id(use.node) in inside for use in flow.uses if use.name in (param, "@" + param))
 
 
 def _whole_value_needed(flow, param: str) -> bool:
