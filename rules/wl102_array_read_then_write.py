@@ -6,7 +6,7 @@ from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.read_then_write import (
     needed_clause,
     needed_use,
-    overwritten_reads,
+    stores_after_reads,
     written_element,
 )
 from warp_lint.rule import Example, Rule
@@ -250,24 +250,13 @@ class ArrayReadThenWrite(Rule):
     ]
 
     def check(self, context: FileContext) -> None:
-        for function in context.kernels.functions:
-            if not function.differentiable:
-                continue
-            reported: set[int] = set()
-            for write in function.accesses:
-                if write.kind != "write" or id(write.node) in reported:
-                    continue
-                if not function.arrays[write.array].type.differentiable:
-                    continue  # integer arrays carry no gradient
-                reads, _ = overwritten_reads(function, write)
-                if not reads:
-                    continue  # no read of it, or one that meets it only through index data (WL115)
-                read, needed = reads[0], needed_use(context, function, write, reads)
-                before_1_13 = needed is None
-                if before_1_13 and write.component is not None:
-                    continue  # a component store: its hazard is WL101's, whose versions (<1.14) hold these
-                reported.add(id(write.node))
-                self._report(context, function, write, read, needed)
+        for function, write, reads, _ in stores_after_reads(context):
+            if not reads:
+                continue  # it meets an earlier read only through index data (WL115)
+            read, needed = reads[0], needed_use(context, function, write, reads)
+            if needed is None and write.component is not None:
+                continue  # a component store: its hazard is WL101's, whose versions (<1.14) hold these
+            self._report(context, function, write, read, needed)
 
     def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess,
                 needed: Use | str | None) -> None:

@@ -5,7 +5,7 @@ from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.read_then_write import (
     needed_clause,
     needed_use,
-    overwritten_reads,
+    stores_after_reads,
     written_element,
 )
 from warp_lint.rule import Example, Rule
@@ -111,23 +111,13 @@ class IndexedReadThenWrite(Rule):
     ]
 
     def check(self, context: FileContext) -> None:
-        for function in context.kernels.functions:
-            if not function.differentiable:
-                continue
-            reported: set[int] = set()
-            for write in function.accesses:
-                if write.kind != "write" or id(write.node) in reported:
-                    continue
-                if not function.arrays[write.array].type.differentiable:
-                    continue  # integer arrays carry no gradient
-                by_arithmetic, by_data = overwritten_reads(function, write)
-                if not by_data or (by_arithmetic and needed_use(context, function, write, by_arithmetic) is not None):
-                    continue  # no such read, or WL102 reports the store for a read of the same element
-                needed = needed_use(context, function, write, by_data)
-                if needed is None:
-                    continue  # every use linear: right from Warp 1.13
-                reported.add(id(write.node))
-                self._report(context, function, write, by_data[0], needed)
+        for function, write, by_arithmetic, by_data in stores_after_reads(context):
+            if not by_data or (by_arithmetic and needed_use(context, function, write, by_arithmetic) is not None):
+                continue  # no such read, or WL102 reports the store for a read of the same element
+            needed = needed_use(context, function, write, by_data)
+            if needed is None:
+                continue  # every use linear: right from Warp 1.13
+            self._report(context, function, write, by_data[0], needed)
 
     def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess,
                 needed) -> None:

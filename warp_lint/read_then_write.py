@@ -15,6 +15,24 @@ from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.same_element import index_data_decides, may_touch_same_element
 
 
+def stores_after_reads(context: FileContext):
+    """Each store into a float array of a differentiable kernel or func, once, with its
+    ``overwritten_reads``: (function, write, by arithmetic, by index data)."""
+    for function in context.kernels.functions:
+        if not function.differentiable:
+            continue
+        seen: set[int] = set()
+        for write in function.accesses:
+            if write.kind != "write" or id(write.node) in seen:
+                continue
+            seen.add(id(write.node))
+            if not function.arrays[write.array].type.differentiable:
+                continue  # integer arrays carry no gradient
+            by_arithmetic, by_data = overwritten_reads(function, write)
+            if by_arithmetic or by_data:
+                yield function, write, by_arithmetic, by_data
+
+
 def overwritten_reads(function: FunctionModel, write: ArrayAccess) -> tuple[list[ArrayAccess], list[ArrayAccess]]:
     """The reads of the written element that can run before the write (earlier in the body, or
     later in a loop around both: the previous iteration's), in order: those that meet it by
