@@ -41,8 +41,13 @@ class DynamicLoopMutation(Rule):
     wrong, silently.
 
     ## Fix safety
-    No automatic fix. Make the loop static (`range(wp.static(N))`), accumulate additively, or
-    store per-iteration values in an array.
+    No automatic fix. The message gives the one that applies: keep each pass's value in its own
+    array slot (which the adjoint reads back as it was), keep a running extreme's index instead of
+    its value, or, for a constant trip count over the module's `max_unroll` (16 by default), raise
+    `max_unroll` so that Warp unrolls the loop (measured on 1.19: a 20-pass `s = s * x[i]` gives
+    61.87 against 50.54 by finite differences with the default, and matches with
+    `wp.set_module_options({"max_unroll": 32})`). A `range(wp.static(N))` loop is unrolled only up
+    to `max_unroll` too.
 
     ## Warp versions
     All versions; loops that are dynamic only because of a `continue`, `<1.17`. Measured on 1.19.0
@@ -281,10 +286,25 @@ class DynamicLoopMutation(Rule):
                         self, binding.node,
                         f"{why} is reassigned inside a dynamic loop ({loop.reason}), where its value from the"
                         f" previous pass {used}: the adjoint replays the loop with its final value and the"
-                        f" gradient is wrong; accumulate with `+=`, or unroll with `range(wp.static(...))`",
+                        f" gradient is wrong; {_fix(name, use, loop)}",
                         affected_versions=loop.affected_versions or None,
                         data=function.runtime_data(),
                     )
+
+
+def _fix(name: str, use, loop: Loop) -> str:
+    """The fix that applies to this loop and this use: a running extreme keeps its index, anything
+    else keeps each pass's value where the adjoint can read it back; unrolling only where Warp can
+    (a constant trip count over the `max_unroll` limit), never for a runtime count or a `while`."""
+    if any(f"`wp.{extreme}`" in use.how for extreme in ("max", "min")) or use.how.startswith("compared"):
+        fix = (f"keep the index of the running extreme in the loop and read its value from the array after"
+               f" the loop, so that `{name}` carries no gradient through the passes")
+    else:
+        fix = (f"keep each pass's `{name}` in its own array slot (`history[k + 1] = f(history[k])`), which the"
+               f" adjoint reads back as it was, or move the loop into a @wp.func with a custom adjoint")
+    if "exceeds the unroll limit" in loop.reason:
+        fix += "; or raise the module's `max_unroll` above the trip count so that Warp unrolls the loop"
+    return fix
 
 
 def _defined_before(function: FunctionModel, name: str, loop: Loop) -> bool:

@@ -298,3 +298,45 @@ def test_an_array_only_a_custom_adjoint_ignores_reads_may_be_overwritten(tmp_pat
     spec.loader.exec_module(module)
     values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
     assert np.array_equal(module.gradient(values, True), module.gradient(values, False))
+
+
+POWER_20 = """
+import warp as wp
+{options}
+
+@wp.kernel
+def power(x: wp.array(dtype=wp.float64), y: wp.array(dtype=wp.float64)):
+    i = wp.tid()
+    s = wp.float64(1.0)
+    for k in range(20):
+        s = s * x[i]
+    y[i] = s
+"""
+
+
+@pytest.mark.parametrize(("options", "wrong"), [("", True), ('wp.set_module_options({"max_unroll": 32})', False)])
+def test_raising_max_unroll_makes_a_constant_loop_static_and_its_gradient_right(options, wrong, tmp_path):
+    """WL104's advice for a constant trip count over `max_unroll`: raise it. Measured both ways."""
+    code = POWER_20.format(options=options)
+    assert bool(lint_code(code, select=["WL104"])) is wrong
+    path = tmp_path / f"power_{'default' if wrong else 'raised'}.py"
+    path.write_text(code)
+    spec = importlib.util.spec_from_file_location(f"measured_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def run(values, tape=None):
+        x = wp.array(values, dtype=wp.float64, requires_grad=True, device="cpu")
+        y = wp.zeros_like(x, requires_grad=True)
+        with tape if tape is not None else contextlib.nullcontext():
+            wp.launch(module.power, len(values), inputs=[x], outputs=[y], device="cpu")
+        return x, y
+
+    values = np.array([1.05, 0.97])
+    tape = wp.Tape()
+    x, y = run(values, tape)
+    tape.backward(grads={y: wp.ones_like(y)})
+    finite = np.array([(run(values + h)[1].numpy().sum() - run(values - h)[1].numpy().sum()) / 2e-6
+                       for h in np.eye(2) * 1e-6])
+    error = float(np.abs(x.grad.numpy() - finite).max() / np.abs(finite).max())
+    assert (error > 10 * TOLERANCE) if wrong else (error < 1e-6), error

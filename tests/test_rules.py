@@ -128,3 +128,35 @@ def by_name(x: wp.array(dtype=float), n: int, out: wp.array(dtype=wp.vec3)):
     messages = [f.message for f in lint_code(code, select=["WL103"])]
     assert any(m.startswith("`v[k]`") for m in messages), messages
     assert any(m.startswith("`v.x`") for m in messages), messages
+
+
+def test_the_dynamic_loop_fix_is_one_that_applies_to_the_loop():
+    """A running maximum keeps its index; a product over a runtime count keeps each pass in an
+    array (no `+=` or unrolling advice); a constant count over `max_unroll` is told to raise it, and
+    raising it makes the loop static (no finding)."""
+    running_max = lint_code("""
+        import warp as wp
+
+        @wp.kernel
+        def largest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+            best = float(-1.0e30)
+            for j in range(n):
+                best = wp.max(best, x[j] * x[j])
+            out[0] = best * best
+        """, select=["WL104"])
+    assert len(running_max) == 1 and "index of the running extreme" in running_max[0].message
+    assert "+=" not in running_max[0].message and "wp.static" not in running_max[0].message
+    power = """
+        import warp as wp
+        {options}
+        @wp.kernel
+        def power(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            s = float(1.0)
+            for k in range(20):
+                s = s * x[i]
+            y[i] = s
+        """
+    (finding,) = lint_code(power.format(options=""), select=["WL104"])
+    assert "own array slot" in finding.message and "raise the module's `max_unroll`" in finding.message
+    assert lint_code(power.format(options='wp.set_module_options({"max_unroll": 32})'), select=["WL104"]) == []
