@@ -873,26 +873,38 @@ class ProjectModel:
         argument of a project function (`make_contacts(refiner=make_refiner(support))`): the users
         of the parameter it binds there. None when it is used any other way."""
         for op in function.ops:
-            if op.__class__ is not CallOp or op.index == call.index or not op.dotted:
+            if op.__class__ is not CallOp or op.index == call.index:
                 continue
             positional = -1
             for argument in op.args:
                 positional += argument.keyword is None
                 if argument.value.call != call.index:
                     continue
-                callee = self.index.resolve(info.path, function.qualname, op.func)
-                target = self.index.function(callee) if callee is not None and callee.kind == "function" else None
-                if target is None or target.owner is not None or argument.value.star or \
-                        any(a.value.star for a in op.args):
+                bound = self._bound_parameter(info, function, op, argument, positional)
+                if bound is None:
                     return None
-                param = next((p for p in target.params if p.name == argument.keyword), None) \
-                    if argument.keyword else (target.params[positional] if positional < len(target.params) else None)
-                callee_info = self.index.info_of(callee)
-                if param is None or param.kind in ("vararg", "varkw") or callee_info is None:
-                    return None
-                held = param.name + ("" if position is None else f"[{position}]") + attribute
+                callee_info, target, param = bound
+                held = param + ("" if position is None else f"[{position}]") + attribute
                 return self._holder_users(callee_info, target, held, depth + 1)
         return None
+
+    def _bound_parameter(self, info: ModuleInfo, scope: FunctionSummary, call: CallOp, argument,
+                         positional: int) -> tuple[ModuleInfo, FunctionSummary, str] | None:
+        """The project function ``call`` (in ``scope``) calls, and the name of its parameter that
+        ``argument`` (the ``positional``-th positional one, or a keyword) binds; None when that is
+        not known for sure: a starred argument, a method, an unresolved callee, `*args`."""
+        if argument.value.star or any(a.value.star for a in call.args) or not call.dotted:
+            return None
+        callee = self.index.resolve(info.path, scope.qualname, call.func)
+        target = self.index.function(callee) if callee is not None and callee.kind == "function" else None
+        if target is None or target.owner is not None:
+            return None
+        param = next((p for p in target.params if p.name == argument.keyword), None) if argument.keyword else \
+            (target.params[positional] if positional < len(target.params) else None)
+        callee_info = self.index.info_of(callee)
+        if param is None or param.kind in ("vararg", "varkw") or callee_info is None:
+            return None
+        return callee_info, target, param.name
 
     def _holder_users(self, info: ModuleInfo, function: FunctionSummary, code: str,
                       depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
@@ -959,19 +971,11 @@ class ProjectModel:
                     carried = _carried_in_display(argument.value, head, code)
                     if carried is None:
                         continue
-                    if any(a.value.star for a in op.args):
+                    bound = self._bound_parameter(info, scope, op, argument, positional)
+                    if carried == UNFOLLOWED or bound is None:
                         return None
-                    callee = self.index.resolve(info.path, scope.qualname, op.func) if op.dotted else None
-                    target = self.index.function(callee) if callee is not None and callee.kind == "function" else None
-                    if carried == UNFOLLOWED or target is None or target.owner is not None or argument.value.star:
-                        return None
-                    param = next((p for p in target.params if p.name == argument.keyword), None) \
-                        if argument.keyword else (target.params[positional] if positional < len(target.params)
-                                                  else None)
-                    callee_info = self.index.info_of(callee)
-                    if param is None or param.kind in ("vararg", "varkw") or callee_info is None:
-                        return None
-                    users = self._holder_users(callee_info, target, param.name + carried, depth + 1)
+                    callee_info, target, param = bound
+                    users = self._holder_users(callee_info, target, param + carried, depth + 1)
                     if users is None:
                         return None
                     found += users
