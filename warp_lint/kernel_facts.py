@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import libcst as cst
-
 from warp_lint.cst_walk import walk
 from warp_lint.dataflow import INDEX, LINEAR, dataflow_of
 from warp_lint.kernels import FunctionModel, KernelIndex, mutually_exclusive, struct_field_effects
@@ -60,8 +58,7 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
     value_reads, gradient_reads = _reads_that_matter(function, names, effects,
-                                                     _writes_struct_floats(function, index, structs),
-                                                     _custom_adjoint_reads(index))
+                                                     _writes_struct_floats(function, index, structs), index)
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable, _gradient_writes(function, names, index))
@@ -125,7 +122,7 @@ def _writes_struct_floats(function: FunctionModel, index: KernelIndex, structs: 
 
 
 def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]],
-                       writes_struct_fields: bool, custom: dict[str, frozenset[str]] | None = None
+                       writes_struct_fields: bool, index: KernelIndex | None = None
                        ) -> tuple[frozenset[str], frozenset[str]]:
     """The array parameters whose read values the adjoint reads again when ``backward()`` replays
     the kernel (``value_reads``), and those whose values flow into a differentiable output, so that
@@ -137,8 +134,8 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
     gradient (measured on Warp 1.19 for `z = 3 y` and `z = y + x`), while `z[i] = y[i] * y[i]` is
     wrong. A parameter read only in comparisons or indices passes no gradient back. A kernel that
     writes no float array nor struct field (contact matching, flags, counts) needs none and passes
-    none. An array handed only to helpers whose custom adjoint (``custom``: helper -> the
-    parameters its `@wp.func_grad` mentions) never looks at the parameter it binds has no value
+    none. An array handed only to helpers of ``index`` whose custom adjoint
+    (``FunctionModel.custom_adjoint_reads``) never looks at the parameter it binds has no value
     read there: Warp runs that adjoint in the helper's place (Featherstone's `dense_cholesky`,
     whose adjoint is a no-op)."""
     arrays = function.arrays
@@ -154,7 +151,7 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
             continue
         reads = function.reads(param)
         opaque = param in passed_whole and _whole_value_needed(flow, param) or any(read.via for read in reads)
-        unseen = _seen_by_no_adjoint(function, flow, param, custom or {})
+        unseen = index is not None and _seen_by_no_adjoint(function, flow, param, index)
         if function.differentiable and not unseen and (opaque or flow.needing_use_of_reads(
                 param, {id(read.node) for read in reads}, indices=True) is not None):
             values.add(param)  # with backward disabled its adjoint never runs: it needs nothing
@@ -165,29 +162,18 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
     return frozenset(values), frozenset(gradients)
 
 
-def _custom_adjoint_reads(index: KernelIndex) -> dict[str, frozenset[str]]:
-    """Helper name -> the parameters its custom adjoint (`@wp.func_grad(helper)`) mentions."""
-    found: dict[str, frozenset[str]] = {}
-    for function in index.functions:
-        if function.kind != "func_grad" or not function.decorator_args:
-            continue
-        target = function.decorator_args[0].value
-        name = target.value if isinstance(target, cst.Name) else \
-            target.attr.value if isinstance(target, cst.Attribute) else None
-        if name is not None:
-            params = {p.name for p in function.params}
-            mentioned = {n.value for n in walk(function.node.body) if isinstance(n, cst.Name)} & params
-            found[name] = found.get(name, frozenset()) | frozenset(mentioned)
-    return found
-
-
-def _seen_by_no_adjoint(function: FunctionModel, flow, param: str, custom: dict[str, frozenset[str]]) -> bool:
+def _seen_by_no_adjoint(function: FunctionModel, flow, param: str, index: KernelIndex) -> bool:
     """Whether every use of the array ``param`` is as an argument of helpers whose custom adjoint
     never mentions the parameter it binds: then no adjoint reads its values."""
     calls = [call for call in function.helper_calls if param in call.arguments.values()]
-    if not calls or any(call.helper not in custom or any(
-            array == param and helper_param in custom[call.helper] for helper_param, array in call.arguments.items())
-            for call in calls):
+
+    def looked_at(call) -> bool:
+        helpers = index.by_name(call.helper)
+        return not helpers or any(helper.custom_adjoint_reads is None or any(
+            array == param and helper_param in helper.custom_adjoint_reads
+            for helper_param, array in call.arguments.items()) for helper in helpers)
+
+    if not calls or any(looked_at(call) for call in calls):
         return False
     inside = {id(node) for call in calls for node in walk(call.node)}
     if any(read.via is None and id(read.node) not in inside or read.via not in {c.helper for c in calls} | {None}

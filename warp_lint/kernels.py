@@ -200,6 +200,9 @@ class FunctionModel:
     integer_helpers: frozenset[str] = frozenset()
     # helpers returning a tuple -> the positions of its integer elements (`-> tuple[wp.vec3, int]`: {1})
     integer_elements: dict[str, frozenset[int]] = dataclasses.field(default_factory=dict)
+    # A `@wp.func` given a `@wp.func_grad` in the same file: the parameters that custom adjoint
+    # mentions, the only values of its arguments the backward pass can look at (None: no custom one).
+    custom_adjoint_reads: frozenset[str] | None = None
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -357,6 +360,8 @@ def _mark_custom_adjoints(functions: list[FunctionModel]) -> None:
             if (function.kind == "func" and function.name == forward
                     and [p.type.annotation for p in function.params] == signature[:len(function.params)]):
                 function.differentiable = False
+                mentioned = {n.value for n in walk(grad.node.body) if isinstance(n, cst.Name)}
+                function.custom_adjoint_reads = frozenset(mentioned & {p.name for p in grad.params})
 
 
 def _mark_integer_results(functions: list[FunctionModel], names: WarpNames, structs: set[str]) -> None:
