@@ -571,3 +571,59 @@ def test_a_dropped_project_is_freed_and_leaves_the_other_projects_caches_alone(t
     del dropped
     gc.collect()
     assert index() is None
+
+
+def test_a_refusal_added_in_a_file_no_recording_reads_records_again(tmp_path):
+    """`guard.py` (read by no recording) starts refusing gradients with wind: the recording of
+    `train`, which never read it, must stop following `if self.wind:` as a fresh model does."""
+    files = {
+        "cloth.py": textwrap.dedent("""\
+            import warp as wp
+
+
+            @wp.kernel
+            def gust(y: wp.array(dtype=float)):
+                i = wp.tid()
+                y[i] = y[i] * y[i]
+
+
+            class Cloth:
+                def __init__(self, wind):
+                    self.wind = wind
+
+                def step(self, y):
+                    if self.wind:
+                        wp.launch(gust, y.shape[0], inputs=[y])
+            """),
+        "train.py": textwrap.dedent("""\
+            import warp as wp
+
+            from cloth import Cloth
+
+
+            def train(y):
+                cloth = Cloth(True)
+                tape = wp.Tape()
+                with tape:
+                    cloth.step(y)
+                tape.backward()
+            """),
+        "guard.py": "def check(wind, requires_grad):\n    return wind\n",
+    }
+    refusing = ("def check(wind, requires_grad):\n    if wind and requires_grad:\n"
+                "        raise NotImplementedError('wind is not differentiable')\n    return wind\n")
+    paths = list(_write_project(tmp_path, files).values())
+    session = Workspace.for_files(paths)
+    for path in paths:
+        session.lint_source(_source(path, files[path.name]), SETTINGS)
+
+    def launches(model) -> list:
+        return sorted(str(e.location) for scope in model.scopes for e in scope.events if e.kind == "launch")
+
+    assert launches(session.model)  # `gust` is recorded
+    session.lint_source(_source(tmp_path / "guard.py", refusing), SETTINGS)
+    (tmp_path / "guard.py").write_text(refusing, encoding="utf-8")
+    fresh = Workspace.for_files(paths)
+    fresh.results([analyse_source(_source(p, p.read_text(encoding="utf-8")), SETTINGS) for p in paths],
+                  lambda _: SETTINGS)
+    assert launches(fresh.model) == [] and launches(session.model) == launches(fresh.model)

@@ -208,6 +208,7 @@ class ProjectModel:
         self._merged: tuple[dict, dict, dict] | None = None  # see _merge_entries
         self._changed = frozenset(changed)
         self._previous = None
+        self._refused: tuple[frozenset[str], ...] | None = None  # the refusals its recordings followed
         if previous is not None:
             if "_recorded" not in previous.__dict__ and previous._previous is not None:
                 # never recorded: build on the model it was built on
@@ -255,6 +256,7 @@ class ProjectModel:
         launches = _Launches()
         covered: set[Symbol] = set()
         entries = self._entry_points()
+        self._refused = self.index.gradient_free_conditions()
         previous, dirty = self._reusable_recordings()
         for info, function in entries:
             symbol = Symbol("function", info.name, function.qualname, info.path)
@@ -305,6 +307,9 @@ class ProjectModel:
         followed before a tape opens) changed."""
         previous = self._previous
         if previous is None or "_recorded" not in previous.__dict__:
+            return {}, frozenset()
+        if set(previous._refused or ()) != set(self._refused or ()):
+            # A refusal anywhere decides which arms every recording follows: none is kept.
             return {}, frozenset()
         moved = previous._relevant ^ self._relevant
         return previous._recordings, self._changed | {symbol.path for symbol in moved}
