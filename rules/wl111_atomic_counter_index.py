@@ -27,6 +27,12 @@ class AtomicCounterIndex(Rule):
     (`out[slot] = float(tid)`: a misplaced zero adjoint changes nothing), and atomics whose result
     is not used as an index.
 
+    Also flags a call to a `@wp.func` that has a `@wp.func_replay` from inside another `@wp.func`
+    without one (newton's `counter_increment` called by the helper that appends a contact record):
+    Warp uses the replay only where the code it replays calls the function, and the backward pass
+    of a kernel replays the outer helper by running its forward in full, atomics and stores
+    included.
+
     ## Why is this bad?
     The backward pass replays the forward code but skips atomics: there the slot the atomic
     returned is 0, so each thread's adjoint reads the gradient of slot 0 instead of its own (on
@@ -34,11 +40,18 @@ class AtomicCounterIndex(Rule):
     with three threads compacting `out[slot] = 2 * x[i]`: AD `[2.27, 0, 0]` against finite
     differences `[2.27, 1.54, 1.08]`. Moving the reservation into a `@wp.func` with a
     `@wp.func_replay` that returns the slot recorded in the forward pass gives the right gradient.
+    Called through another helper, that replay is skipped: measured on 1.19.0 with four threads
+    appending `out[slot] = x[i]**2` through a helper, the backward pass counts again (the counter
+    goes from 4 to 8, the recorded slots become -1) and the gradient is `[0, 0, 0, 0]` against
+    `[2, 4, 6, 8]`; calling the reservation from the kernel, or giving the outer helper a
+    `@wp.func_replay` of its own, gives `[2, 4, 6, 8]`.
 
     ## Fix safety
     No automatic fix. Put the reservation in a `@wp.func` that stores the slot per thread, and
     give it a `@wp.func_replay` that reads the stored slot instead of incrementing the counter; or
-    compute the slots in a separate, non-differentiable pass (a prefix sum).
+    compute the slots in a separate, non-differentiable pass (a prefix sum). For a replayed
+    reservation called from a helper: call it from the kernel and pass the slot to the helper, or
+    give the helper a `@wp.func_replay` too.
 
     ## Warp versions
     All versions (measured on 1.12.1 through 1.19.0).
@@ -107,6 +120,31 @@ class AtomicCounterIndex(Rule):
                     slot = wp.atomic_add(counter, 0, 1)
                     out[slot] = x[i] * 2.0
             """),
+        # The outer helper has a replay of its own: the kernel's backward runs that, and the
+        # helper's adjoint replays the reservation with its own replay.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+                slot = wp.atomic_add(counter, 0, 1)
+                slots[i] = slot
+                return slot
+
+            @wp.func_replay(reserve)
+            def replay_reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+                return slots[i]
+
+            @wp.func
+            def append(counter: wp.array(dtype=int), slots: wp.array(dtype=int), out: wp.array(dtype=float), i: int,
+                       value: float):
+                out[reserve(counter, slots, i)] = value
+
+            @wp.func_replay(append)
+            def replay_append(counter: wp.array(dtype=int), slots: wp.array(dtype=int), out: wp.array(dtype=float),
+                              i: int, value: float):
+                return
+            """),
     ]
     INVALID = [
         Example("""
@@ -129,12 +167,33 @@ class AtomicCounterIndex(Rule):
                 out[base + 1] = x[i]
                 out[wp.atomic_add(counter, 0, 1)] = x[i] * 2.0
             """),
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+                slot = wp.atomic_add(counter, 0, 1)
+                slots[i] = slot
+                return slot
+
+            @wp.func_replay(reserve)
+            def replay_reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+                return slots[i]
+
+            @wp.func
+            def append(counter: wp.array(dtype=int), slots: wp.array(dtype=int), out: wp.array(dtype=float), i: int,
+                       value: float):
+                slot = reserve(counter, slots, i)
+                out[slot] = value
+            """),
     ]
 
     def check(self, context: FileContext) -> None:
         functions = context.kernels.functions
         replayed = {_replay_target(f) for f in functions if f.kind == "func_replay"}
         for function in functions:
+            if function.kind == "func" and function.name not in replayed:
+                self._replay_skipped(context, function)
             if not function.differentiable or function.kind not in ("kernel", "func"):
                 continue
             if function.kind == "func" and function.name in replayed:
@@ -152,6 +211,20 @@ class AtomicCounterIndex(Rule):
                     f"The result of `{spelled}` indexes `{access.array}[{access.index}]`: the backward pass replays"
                     f" the atomic, gets another slot and puts the adjoint in the wrong place; record the slot and"
                     f" replay it with a @wp.func_replay, or compute the slots in a separate pass",
+                    data=function.runtime_data(),
+                )
+
+    def _replay_skipped(self, context: FileContext, function: FunctionModel) -> None:
+        """Calls in ``function`` (a `@wp.func` without a replay) to helpers that have one. Backward
+        disabled by its options does not excuse it: its callers decide (the project's contexts)."""
+        for call in function.helper_calls:
+            if call.replayed:
+                context.report(
+                    self, call.node,
+                    f"`{call.helper}` has a @wp.func_replay, but `{function.name}` calls it and has none: a kernel's"
+                    f" backward pass replays `{function.name}` by running it in full, so `{call.helper}` runs again"
+                    f" (its atomics count again and the slots move) instead of its replay; call `{call.helper}` from"
+                    f" the kernel and pass its result in, or give `{function.name}` a @wp.func_replay too",
                     data=function.runtime_data(),
                 )
 

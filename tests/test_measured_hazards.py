@@ -340,3 +340,85 @@ def test_raising_max_unroll_makes_a_constant_loop_static_and_its_gradient_right(
                        for h in np.eye(2) * 1e-6])
     error = float(np.abs(x.grad.numpy() - finite).max() / np.abs(finite).max())
     assert (error > 10 * TOLERANCE) if wrong else (error < 1e-6), error
+
+
+NESTED_REPLAY = """
+import numpy as np
+import warp as wp
+
+
+@wp.func
+def reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+    slot = wp.atomic_add(counter, 0, 1)
+    slots[i] = slot
+    return slot
+
+
+@wp.func_replay(reserve)
+def replay_reserve(counter: wp.array(dtype=int), slots: wp.array(dtype=int), i: int):
+    return slots[i]
+
+
+@wp.func
+def append(counter: wp.array(dtype=int), slots: wp.array(dtype=int), out: wp.array(dtype=float), i: int,
+           value: float):
+    slot = reserve(counter, slots, i)
+    if slot < out.shape[0]:
+        out[slot] = value
+
+
+@wp.kernel
+def through_helper(x: wp.array(dtype=float), counter: wp.array(dtype=int), slots: wp.array(dtype=int),
+                   out: wp.array(dtype=float)):
+    i = wp.tid()
+    append(counter, slots, out, i, x[i] * x[i])
+
+
+@wp.kernel
+def from_kernel(x: wp.array(dtype=float), counter: wp.array(dtype=int), slots: wp.array(dtype=int),
+                out: wp.array(dtype=float)):
+    i = wp.tid()
+    slot = reserve(counter, slots, i)
+    if slot < out.shape[0]:
+        out[slot] = x[i] * x[i]
+
+
+@wp.kernel
+def total(out: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, out[wp.tid()])
+
+
+def gradient(kernel, values):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    counter = wp.zeros(1, dtype=int)
+    slots = wp.zeros(len(values), dtype=int)
+    out = wp.zeros(len(values), dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernel, len(values), inputs=[x, counter, slots, out])
+        wp.launch(total, len(values), inputs=[out, loss])
+    tape.backward(loss)
+    return x.grad.numpy()
+
+
+def main():
+    return gradient(through_helper, np.arange(1.0, 5.0))
+"""
+
+
+def test_a_replayed_reservation_called_from_a_helper_is_run_again_backward(tmp_path):
+    """WL111 flags the call of a replayed function from another @wp.func: the backward pass runs
+    the outer helper in full, the reservation counts again and the gradient is lost (measured
+    zero); called from the kernel, the replay is used and the gradient is exact."""
+    found = lint_code(NESTED_REPLAY, select=["WL111"])
+    assert [(f.code, f.start.line) for f in found] == [("WL111", 20)]
+    assert "`append` calls it" in found[0].message
+    path = tmp_path / "nested_replay.py"
+    path.write_text(NESTED_REPLAY)
+    spec = importlib.util.spec_from_file_location("measured_nested_replay", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = np.arange(1.0, 5.0, dtype=np.float32)
+    assert np.allclose(module.gradient(module.from_kernel, values), 2 * values)
+    assert np.allclose(module.gradient(module.through_helper, values), 0.0)

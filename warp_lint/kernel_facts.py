@@ -46,6 +46,7 @@ class KernelFacts:
     differentiable: bool = True  # False: backward disabled (decorator, module options, wp.config)
     gradient_writes: frozenset[str] | None = None  # array parameters it stores a value carrying a gradient
     # into (None: all it writes; counts and flags built from constants carry none)
+    replayed: bool = False  # a `@wp.func` with a `@wp.func_replay`
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -61,7 +62,7 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
                                                      _writes_struct_floats(function, index, structs), index)
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
-                       function.differentiable, _gradient_writes(function, names, index))
+                       function.differentiable, _gradient_writes(function, names, index), function.replayed)
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,

@@ -173,6 +173,7 @@ class HelperCall:
     arguments: dict[str, str]  # helper parameter -> caller's array name
     order: int
     loops: tuple["Loop", ...] = ()
+    replayed: bool = False  # the helper has a `@wp.func_replay`
 
 
 @dataclasses.dataclass
@@ -203,6 +204,9 @@ class FunctionModel:
     # A `@wp.func` given a `@wp.func_grad` in the same file: the parameters that custom adjoint
     # mentions, the only values of its arguments the backward pass can look at (None: no custom one).
     custom_adjoint_reads: frozenset[str] | None = None
+    # A `@wp.func` given a `@wp.func_replay` in the same file: a kernel calling it directly runs the
+    # replay in its backward pass instead of the body (a slot reserved once stays reserved).
+    replayed: bool = False
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -278,6 +282,7 @@ class ImportedHelper:
     path: str = ""  # the file defining it, and the digest of its text: what an analysis depends on
     digest: str = ""
     helper_calls: list = dataclasses.field(default_factory=list)  # already folded into its effects
+    replayed: bool = False  # it has a `@wp.func_replay`
 
     def effects(self) -> dict[str, set[str]]:
         return {array: set(kinds) for array, kinds in self.array_effects.items()}
@@ -350,18 +355,22 @@ def _mark_custom_adjoints(functions: list[FunctionModel]) -> None:
     """A ``@wp.func`` given a ``@wp.func_grad`` in the same file is never differentiated: Warp calls
     the custom adjoint in its backward pass instead of the adjoint of its body (Featherstone's
     in-place ``dense_cholesky`` has a no-op one), so its body cannot make a gradient wrong.
-    The custom adjoint belongs to the overload whose parameters it repeats."""
-    for grad in functions:
-        if grad.kind != "func_grad" or not grad.decorator_args:
+    The custom adjoint belongs to the overload whose parameters it repeats. One given a
+    ``@wp.func_replay`` is marked ``replayed``."""
+    for custom in functions:
+        if custom.kind not in ("func_grad", "func_replay") or not custom.decorator_args:
             continue
-        forward = dotted_name(grad.decorator_args[0].value)
-        signature = [p.type.annotation for p in grad.params]
+        forward = dotted_name(custom.decorator_args[0].value)
+        signature = [p.type.annotation for p in custom.params]
         for function in functions:
-            if (function.kind == "func" and function.name == forward
-                    and [p.type.annotation for p in function.params] == signature[:len(function.params)]):
+            if function.kind != "func" or function.name != forward:
+                continue
+            if custom.kind == "func_replay":
+                function.replayed = True
+            elif [p.type.annotation for p in function.params] == signature[:len(function.params)]:
                 function.differentiable = False
-                mentioned = {n.value for n in walk(grad.node.body) if isinstance(n, cst.Name)}
-                function.custom_adjoint_reads = frozenset(mentioned & {p.name for p in grad.params})
+                mentioned = {n.value for n in walk(custom.node.body) if isinstance(n, cst.Name)}
+                function.custom_adjoint_reads = frozenset(mentioned & {p.name for p in custom.params})
 
 
 def _mark_integer_results(functions: list[FunctionModel], names: WarpNames, structs: set[str]) -> None:
@@ -694,7 +703,8 @@ class _BodyScanner:
                 if parameter:
                     mapping[parameter] = array
             self.model.helper_calls.append(
-                HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops)))
+                HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops),
+                           any(getattr(helper, "replayed", False) for helper in self.helpers[name])))
             return True
 
         for _, argument, array in arrays:

@@ -244,7 +244,7 @@ class Workspace:
         if facts is None or facts.kind != "func" or not facts.effects:
             return None
         return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
-                              defining.digest if defining is not None else "")
+                              defining.digest if defining is not None else "", replayed=facts.replayed)
 
     def analyse(self, source: SourceFile, settings: FileSettings) -> FileAnalysis:
         """A file's analysis with the helpers it imports followed; only the top-level statements
