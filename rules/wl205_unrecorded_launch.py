@@ -18,7 +18,10 @@ class UnrecordedLaunch(Rule):
     launch in the region reads it). Only reads that pass a gradient back count: a kernel that uses
     what it read only in comparisons or indices (a broad phase reading bounding boxes, contact
     matching), or writes no float array, carries no gradient to it, so an integer output (counts,
-    pairs, match indices) does not reach the loss. `record_tape=False` is reported on the launch; a disabled
+    pairs, match indices) does not reach the loss. Of a chain of recorded launches without backward
+    (a backup and a gather of contact records), the first is reported: a launch whose every
+    gradient-carrying input is written earlier on the tape only by recorded launches that pass
+    none back themselves (backward disabled, or storing counts and flags) is cut upstream already. `record_tape=False` is reported on the launch; a disabled
     backward on the decorator, `set_module_options` or `wp.config` line that disables it (once per
     line), naming the launch.
 
@@ -150,7 +153,7 @@ class UnrecordedLaunch(Rule):
                 for event in candidates:
                     if event.location in reported:
                         continue
-                    if self._reaches_loss(scope, region, event):
+                    if self._reaches_loss(scope, region, event) and not self._cut_upstream(scope, region, event):
                         self._report(context, event, reported)
 
     @staticmethod
@@ -173,6 +176,31 @@ class UnrecordedLaunch(Rule):
             if needed & {w.key for w in event.launch.writes(convention=True)}:
                 needed |= differentiable_reads(event)
         return bool(written & needed)
+
+    @staticmethod
+    def _cut_upstream(scope: HostScope, region: TapeRegion, launch_event: HostEvent) -> bool:
+        """Whether the launch has nothing to pass back: every array through which its adjoint would
+        pass a gradient is written earlier on this tape only by recorded launches that pass none
+        back either (their backward disabled, or storing values that carry no gradient). The chain
+        is then cut upstream, at a launch whose output reaches the loss through this one, and that
+        is the one reported (a gather of contact records that a backward-disabled backup copied).
+        A `record_tape=False` writer does not count: its own output reaches the loss only through
+        this launch, which is not followed, so it is not reported itself."""
+        launch = launch_event.launch
+        reads = [r for r in launch.reads(convention=True) if launch.passes_gradient(r)]
+        if not reads:
+            return True
+        on_tape = [e for e in scope.events if e.launch is not None and e.order < launch_event.order
+                   and e.region is not None and (e.region is region or (region.key and e.region.key == region.key))]
+        for ref in reads:
+            writers = [(e, w) for e in on_tape for w in e.launch.writes(convention=True) if w.key == ref.key]
+            if not writers or any(not e.launch.recorded or e.launch.differentiable and e.launch.writes_gradient(w)
+                                  for e, w in writers):
+                return False
+            if any(ref.key in {w.key for w in e.writes} for e in scope.events
+                   if e.launch is None and region.start_order <= e.order < launch_event.order):
+                return False  # copied or filled on the tape: the writer is not only a launch
+        return True
 
     def _report(self, context: ProjectContext, event: HostEvent, reported: set) -> None:
         launch = event.launch

@@ -257,6 +257,53 @@ def test_wl205_config_switch_is_reported_on_its_line():
     assert "wp.config.enable_backward = False" in code.splitlines()[2]
 
 
+COPY_CHAIN = """
+import warp as wp
+
+
+@wp.kernel(enable_backward=False)
+def backup(x: wp.array(dtype=float), scratch: wp.array(dtype=float)):
+    i = wp.tid()
+    scratch[i] = x[i]
+
+
+@wp.kernel(enable_backward=False)
+def gather(scratch: wp.array(dtype=float), perm: wp.array(dtype=int), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = scratch[perm[i]]
+
+
+@wp.kernel
+def square(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(loss, 0, y[i] * y[i])
+
+
+def run(x, scratch, perm, y, loss):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(backup, 3, inputs=[x], outputs=[scratch]{keyword})
+        wp.launch(gather, 3, inputs=[scratch, perm], outputs=[y]{keyword})
+        wp.launch(square, 3, inputs=[y], outputs=[loss])
+    tape.backward(loss)
+"""
+
+
+def test_wl205_a_chain_without_backward_is_reported_where_it_starts():
+    """`gather` reads only what `backup` (no backward either) wrote on the tape: the chain is cut
+    at `backup`, which is reported; `gather` adds nothing to pass back."""
+    found = lint_code(COPY_CHAIN.format(keyword=""), select=["WL205"])
+    assert [(f.code, "`backup`" in f.message) for f in found] == [("WL205", True)]
+
+
+def test_wl205_unrecorded_launches_in_a_chain_are_each_reported_downstream():
+    """With `record_tape=False` the upstream launch is not followed to the loss (its output
+    reaches it only through an unrecorded launch): the downstream one stays reported."""
+    code = COPY_CHAIN.format(keyword=", record_tape=False").replace("(enable_backward=False)", "")
+    found = lint_code(code, select=["WL205"])
+    assert [(f.code, "`gather`" in f.message) for f in found] == [("WL205", True)]
+
+
 def test_wl301_kept_results_and_wl302_named_masks():
     assert codes("""
 import warp as wp
