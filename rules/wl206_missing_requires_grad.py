@@ -15,7 +15,9 @@ class MissingRequiresGrad(Rule):
     `wp.array(...)`, `wp.from_numpy`) without `requires_grad=True` (and not switched on later
     with `arr.requires_grad = True`) when the array is written by one recorded launch and read by a
     later one whose kernel passes a gradient back into it (not one that only compares it or indexes
-    with it, nor one writing only integers), and the writer, with its backward enabled, stores a
+    with it, nor one writing only integers, nor one whose float outputs are all allocated without
+    `requires_grad` themselves: its adjoint reads their missing `.grad` and has nothing to pass
+    back), and the writer, with its backward enabled, stores a
     value carrying a gradient into it (not counts or flags built from constants); when its `.grad`
     is read, or
     when it is the loss passed to `tape.backward`. Integer arrays are never flagged.
@@ -103,6 +105,29 @@ class MissingRequiresGrad(Rule):
                 state = State()
                 state.x = x
                 return state
+            """),
+        # `depth` is read only by a kernel whose float output, `rank`, has no `.grad` either: that
+        # adjoint has nothing to pass back into `depth` (`rank`'s own readers would judge `rank`).
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def penetration(x: wp.array(dtype=float), depth: wp.array(dtype=float)):
+                i = wp.tid()
+                depth[i] = x[i] * x[i]
+
+            @wp.kernel
+            def ranking(depth: wp.array(dtype=float), rank: wp.array(dtype=float)):
+                i = wp.tid()
+                rank[i] = wp.exp(depth[i])
+
+            def run(x, n):
+                depth = wp.zeros(n, dtype=float)
+                rank = wp.zeros(n, dtype=float)
+                tape = wp.Tape()
+                with tape:
+                    wp.launch(penetration, n, inputs=[x], outputs=[depth])
+                    wp.launch(ranking, n, inputs=[depth], outputs=[rank])
             """),
         # `score` only decides which contacts are kept: no gradient flows back into it.
         Example("""
@@ -289,7 +314,8 @@ class MissingRequiresGrad(Rule):
             if launch is None or not launch.recorded:
                 continue
             if writer is not None and any(r.key == key and launch.passes_gradient(r) for r in launch.reads()) and \
-                    (event.region is writer.region or event.region.key == writer.region.key):
+                    (event.region is writer.region or event.region.key == writer.region.key) and \
+                    _receives_gradient(scope, launch):
                 return (f"kernel `{writer.launch.kernel_code}` writes it and kernel `{launch.kernel_code}` reads it"
                         f" on the tape: without a `.grad` the chain is cut there, and everything upstream gets"
                         f" zero gradient, without a warning")
@@ -320,6 +346,15 @@ class MissingRequiresGrad(Rule):
                         f" keeps the array as it was then, without a `.grad`, so gradients through the struct are"
                         f" zero; set `requires_grad` before assigning the field"),
                         related=[("stored in the struct here", field_event.location)])
+
+
+def _receives_gradient(scope: HostScope, launch) -> bool:
+    """Whether the reader's adjoint gets a gradient to pass back: it reads its outputs' `.grad`, so
+    one of the float arrays it stores a gradient into must be able to have one. Outputs that are
+    all allocated without `requires_grad` give it none (a selection writing a score to scratch):
+    the chain is cut at them already, and each is judged as an allocation of its own."""
+    outputs = [w for w in launch.writes() if launch.writes_gradient(w) and not _integer(launch.param_dtype(w))]
+    return any(scope.allocated_without_gradients(w.key) is None for w in outputs)
 
 
 def _integer(dtype: str | None) -> bool:

@@ -422,3 +422,64 @@ def test_a_replayed_reservation_called_from_a_helper_is_run_again_backward(tmp_p
     values = np.arange(1.0, 5.0, dtype=np.float32)
     assert np.allclose(module.gradient(module.from_kernel, values), 2 * values)
     assert np.allclose(module.gradient(module.through_helper, values), 0.0)
+
+
+RANKING = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def penetration(x: wp.array(dtype=float), depth: wp.array(dtype=float)):
+    i = wp.tid()
+    depth[i] = x[i] * x[i]
+
+
+@wp.kernel
+def ranking(depth: wp.array(dtype=float), rank: wp.array(dtype=float)):
+    i = wp.tid()
+    rank[i] = wp.exp(depth[i])
+
+
+def gradient(values, depth_flag, rank_flag):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    depth = wp.zeros(len(values), dtype=float, requires_grad=depth_flag)
+    rank = wp.zeros(len(values), dtype=float, requires_grad=rank_flag)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(penetration, len(values), inputs=[x], outputs=[depth])
+        wp.launch(ranking, len(values), inputs=[depth], outputs=[rank])
+    if rank_flag:
+        tape.backward(grads={rank: wp.ones_like(rank)})
+    else:
+        tape.backward(grads={x: wp.ones_like(x)})
+    return x.grad.numpy()
+
+
+def select(x, n):
+    depth = wp.zeros(n, dtype=float)
+    rank = wp.zeros(n, dtype=float)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(penetration, n, inputs=[x], outputs=[depth])
+        wp.launch(ranking, n, inputs=[depth], outputs=[rank])
+"""
+
+
+def test_a_missing_grad_matters_only_where_the_reader_has_a_gradient_to_pass_back(tmp_path):
+    """WL206 on `depth` only when `ranking`'s output can hold a gradient: with `rank` allocated
+    without `requires_grad`, giving `depth` the flag changes nothing (measured: the same either way); with
+    `rank` allocated with it, the missing flag on `depth` loses the whole gradient."""
+    assert lint_code(RANKING, select=["WL206"]) == []
+    twin = RANKING.replace("    rank = wp.zeros(n, dtype=float)\n", "    rank = wp.zeros(n, dtype=float, requires_grad=True)\n")
+    assert [f.message.split("`")[1] for f in lint_code(twin, select=["WL206"])] == ["depth"]
+    path = tmp_path / "ranking.py"
+    path.write_text(RANKING)
+    spec = importlib.util.spec_from_file_location("measured_ranking", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values = np.array([0.3, 0.6, 0.9], dtype=np.float32)
+    right = 2 * values * np.exp(values * values)
+    assert np.array_equal(module.gradient(values, False, False), module.gradient(values, True, False))
+    assert np.allclose(module.gradient(values, False, True), 0.0)
+    assert np.allclose(module.gradient(values, True, True), right, rtol=1e-5)

@@ -363,10 +363,13 @@ class HostScope:
 
     def allocated_without_gradients(self, key: str) -> HostEvent | None:
         """The allocation that gives the array ``key`` its value, when every assignment of that key
-        is an allocation without `requires_grad` (not a `*_like` copy, not a value from elsewhere)
+        is an allocation without `requires_grad` (not a `*_like` copy, not a value from elsewhere;
+        `x = None` and aliases aside)
         and nothing sets its `.requires_grad` or `.grad` afterwards: no gradient can reach it. None
         where one may (a parameter, an attribute set elsewhere, a flag that is not a literal)."""
-        assigns = [e for e in self.events if e.kind == "assign" and e.key == key]
+        # `x = None` holds no array; `self.x = x` names the same array again (keys are arrays)
+        assigns = [e for e in self.events if e.kind == "assign" and e.key == key
+                   and not (e.value is not None and (e.value.literal is None or e.value.plain))]
         if not assigns or any(e.allocation is None or e.allocation.requires_grad is not False or
                               e.allocation.inherits_from is not None for e in assigns):
             return None
