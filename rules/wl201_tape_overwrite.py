@@ -37,7 +37,10 @@ class TapeOverwrite(Rule):
     something that carries no gradient: `z[i] = 3.0 * y[i]`) is not reported: its adjoint never
     reads the values again, so overwriting them changes no gradient (measured right on 1.19, also
     with the new values used on the way to the loss, and for a ping-pong `x_out[i] = 0.5 * x[i]`
-    between two buffers; the same ping-pong with `x[i] * x[i]` is wrong). This is the static twin
+    between two buffers; the same ping-pong with `x[i] * x[i]` is wrong). Nor is one that uses it
+    only as a factor (`z[i] = x[i] * w[i]`) when every other factor comes from arrays allocated
+    without `requires_grad`: the adjoint reads `x` only for `w`'s gradient (measured on 1.19:
+    after the overwrite `x`'s gradient is right and `w`'s is wrong). This is the static twin
     of Warp's "is being written to but has already been read from in a
     previous launch" warning, which is only printed with `wp.config.verify_autograd_array_access`
     switched on before the module loads, and which `zero_()`, `fill_()`, `assign()` and arrays
@@ -452,7 +455,7 @@ class TapeOverwrite(Rule):
             for read in event.reads:
                 if read.key in written and written[read.key].param != read.param:
                     self._report(context, scope, event, written[read.key], (event, read), region, reported, "same")
-                if launch.needs_value(read):
+                if launch.needs_value(read, scope.without_gradient):
                     reads.setdefault(read.key, (event, read))
 
     def _check_loops(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
@@ -469,7 +472,8 @@ class TapeOverwrite(Rule):
                         launch = later.launch
                         if launch is None or not launch.recorded or later.exclusive_with(event):
                             continue
-                        read = next((r for r in later.reads if r.key == write.key and launch.needs_value(r)), None)
+                        read = next((r for r in later.reads
+                                     if r.key == write.key and launch.needs_value(r, scope.without_gradient)), None)
                         if read is not None:
                             self._report(context, scope, event, write, (later, read), region, reported, "loop")
                             break

@@ -26,7 +26,8 @@ class MutationBeforeBackward(Rule):
     gradients are wrong, without an error. Warp's overwrite tracking does not see host-side
     writes (`zero_`, `fill_`, `assign` reset or skip the read mark). A kernel that uses what it
     read only linearly (`z[i] = 3.0 * y[i]`) never reads it again backward, so overwriting it is
-    not reported (as for WL201).
+    not reported (as for WL201), nor one that reads it only as a factor whose other factors come
+    from arrays allocated without `requires_grad`.
 
     ## Fix safety
     No automatic fix: call `backward()` before the write, or write into another array.
@@ -163,7 +164,7 @@ class MutationBeforeBackward(Rule):
         for event in scope.events_in(region):
             if event.launch is not None and event.launch.recorded:
                 for ref in event.launch.reads(convention=True):
-                    if event.launch.needs_value(ref):
+                    if event.launch.needs_value(ref, scope.without_gradient):
                         read.setdefault(ref.key, (event, ref))
         for event in scope.events_between(region.end_order + 1, backward.order - 1):
             if event.region is not None or event.location in reported:

@@ -483,3 +483,68 @@ def test_a_missing_grad_matters_only_where_the_reader_has_a_gradient_to_pass_bac
     assert np.array_equal(module.gradient(values, False, False), module.gradient(values, True, False))
     assert np.allclose(module.gradient(values, False, True), 0.0)
     assert np.allclose(module.gradient(values, True, True), right, rtol=1e-5)
+
+
+WEIGHTED = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def weigh(x: wp.array(dtype=float), w: wp.array(dtype=float), z: wp.array(dtype=float)):
+    i = wp.tid()
+    z[i] = x[i] * w[i]
+
+
+@wp.kernel
+def shift(x: wp.array(dtype=float)):
+    x[wp.tid()] = 5.0
+
+
+def gradients(values, weights, weights_need_grad):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    w = wp.array(weights, dtype=float, requires_grad=weights_need_grad)
+    z = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(weigh, len(values), inputs=[x, w], outputs=[z])
+        wp.launch(shift, len(values), inputs=[x])
+    tape.backward(grads={z: wp.ones_like(z)})
+    return x.grad.numpy(), (w.grad.numpy() if weights_need_grad else None)
+
+
+def constant_weights(n):
+    x = wp.ones(n, dtype=float, requires_grad=True)
+    w = wp.full(n, 2.0, dtype=float)
+    z = wp.zeros(n, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(weigh, n, inputs=[x, w], outputs=[z])
+        wp.launch(shift, n, inputs=[x])
+    tape.backward(grads={z: wp.ones_like(z)})
+"""
+
+
+def test_a_factor_is_read_backward_only_for_the_other_factors_gradient(tmp_path):
+    """`z = x * w` reads `x` again in its adjoint only to give `w` its gradient: overwriting `x`
+    on the tape leaves `x`'s gradient right and makes `w`'s wrong (measured). With `w` allocated
+    without `requires_grad`, WL201 is silent; with it (or a flag that is not a literal, as in
+    `gradients`), WL201 names the overwrite."""
+    constant = WEIGHTED.splitlines().index("def constant_weights(n):") + 1
+
+    def reported(code):
+        return [f.start.line >= constant for f in lint_code(code, select=["WL201"])]
+
+    assert reported(WEIGHTED) == [False]
+    twin = WEIGHTED.replace("    w = wp.full(n, 2.0, dtype=float)\n", "    w = wp.full(n, 2.0, dtype=float, requires_grad=True)\n")
+    assert reported(twin) == [False, True]
+    path = tmp_path / "weighted.py"
+    path.write_text(WEIGHTED)
+    spec = importlib.util.spec_from_file_location("measured_weighted", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    values, weights = np.array([0.5, 1.5, -1.0], dtype=np.float32), np.array([2.0, 3.0, 4.0], dtype=np.float32)
+    x_grad, w_grad = module.gradients(values, weights, True)
+    assert np.allclose(x_grad, weights)  # right
+    assert not np.allclose(w_grad, values) and np.allclose(w_grad, 5.0)  # the overwritten values
+    assert np.allclose(module.gradients(values, weights, False)[0], weights)

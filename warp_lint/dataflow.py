@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Iterator
 
 import libcst as cst
 
-from warp_lint.cst_walk import children
+from warp_lint.cst_walk import children, walk
 from warp_lint.names import WarpNames, dotted_name
 from warp_lint.warp_types import COMPOSITE_TYPES, INTEGER_CONSTRUCTORS
 
@@ -83,6 +83,10 @@ class Use:
     how: str = ""  # for messages: "multiplied by `w`", "divided by", "passed to `wp.sqrt`"
     indexes: str | None = None  # an index of an element of this (differentiable) array
     member: str | None = None  # the field or component read from it right there: `pos` of `p.pos`
+    # A nonlinear use that is one only because the value is multiplied by (or divided by) these
+    # expressions: the adjoint reads the value only to give them their gradient (None: it needs
+    # the value for its own, `wp.sin(x)`, or that is not known).
+    partners: tuple | None = None
 
 
 class Dataflow:
@@ -102,6 +106,7 @@ class Dataflow:
         self._stack: list = []
         self._count = 0
         self._active_names: set[str] | None = None
+        self._partners: tuple | None = ()  # see Use.partners: where the walk is now
         self._exposed_reads: dict[tuple[str, int], frozenset[int]] = {}  # (local, loop) -> see _exposed
         # Twice: which names are active decides whether a product is linear (`x * w` is when `w`
         # carries no gradient), and which names are active is only known after a first pass.
@@ -293,16 +298,17 @@ class Dataflow:
         """Every occurrence in ``node`` with its position: how the value reaches the result."""
         loops = tuple(self._stack)
         kind = type(node)
+        partners = self._partners if position == NONLINEAR else None
         if kind is cst.Name:
             if node.value not in ("True", "False", "None"):
-                yield Use(node.value, position, node, statement, sequence, loops, how)
+                yield Use(node.value, position, node, statement, sequence, loops, how, partners=partners)
             return
         if kind in (cst.Integer, cst.Float, cst.SimpleString, cst.FormattedString, cst.ConcatenatedString):
             return
         if kind is cst.Subscript:
             array = self._array(node.value)
             if array is not None:
-                yield Use("@" + array, position, node, statement, sequence, loops, how)
+                yield Use("@" + array, position, node, statement, sequence, loops, how, partners=partners)
             else:
                 yield from self._walk(node.value, position, how, statement, sequence)
             yield from self._indices(node, array, statement, sequence)
@@ -353,22 +359,34 @@ class Dataflow:
                 if self.free(other):
                     yield from self._walk(this, position, how, statement, sequence)
                 else:
-                    yield from self._walk(this, _nonlinear(position), f"multiplied by `{_code(other)}`", statement,
-                                          sequence)
+                    yield from self._walk_with(self._joined(position, (other,)), this, _nonlinear(position),
+                                               f"multiplied by `{_code(other)}`", statement, sequence)
         elif isinstance(operator, cst.Divide):
             if self.free(node.right):
                 yield from self._walk(node.left, position, how, statement, sequence)
-            else:
-                yield from self._walk(node.left, _nonlinear(position), f"divided by `{_code(node.right)}`",
-                                      statement, sequence)
-            yield from self._walk(node.right, _nonlinear(position), "a divisor", statement, sequence)
+            else:  # d(x / y)/dx = 1 / y: the value of `x` is read for `y`'s gradient only
+                yield from self._walk_with(self._joined(position, (node.right,)), node.left, _nonlinear(position),
+                                           f"divided by `{_code(node.right)}`", statement, sequence)
+            yield from self._walk_with(None, node.right, _nonlinear(position), "a divisor", statement, sequence)
         elif isinstance(operator, (cst.BitAnd, cst.BitOr, cst.BitXor, cst.LeftShift, cst.RightShift,
                                    cst.FloorDivide)):
             yield from self._walk(node.left, INDEX, "", statement, sequence)
             yield from self._walk(node.right, INDEX, "", statement, sequence)
         else:  # **, %
-            yield from self._walk(node.left, _nonlinear(position), "raised to a power", statement, sequence)
-            yield from self._walk(node.right, _nonlinear(position), "an exponent", statement, sequence)
+            yield from self._walk_with(None, node.left, _nonlinear(position), "raised to a power", statement, sequence)
+            yield from self._walk_with(None, node.right, _nonlinear(position), "an exponent", statement, sequence)
+
+    def _joined(self, position: str, others: tuple) -> tuple | None:
+        """The partners of a value multiplied by ``others`` where it stands at ``position``."""
+        base = () if position == LINEAR else self._partners if position == NONLINEAR else None
+        return None if base is None else base + others
+
+    def _walk_with(self, partners: tuple | None, node, position, how, statement, sequence) -> Iterator[Use]:
+        saved, self._partners = self._partners, partners
+        try:
+            yield from self._walk(node, position, how, statement, sequence)
+        finally:
+            self._partners = saved
 
     def _call(self, node: cst.Call, position, how, statement, sequence) -> Iterator[Use]:
         callee = self.qualify(node.func)
@@ -386,8 +404,10 @@ class Dataflow:
                 if index == 0 and target is not None:
                     continue  # the array written, not read
                 if argument is value:
-                    inner = _nonlinear(position) if callee in STORING and callee not in PLAIN_STORES else position
-                    yield from self._walk(argument, inner, how, statement, sequence)
+                    if callee in STORING and callee not in PLAIN_STORES:
+                        yield from self._walk_with(None, argument, _nonlinear(position), how, statement, sequence)
+                    else:
+                        yield from self._walk(argument, position, how, statement, sequence)
                     continue
                 for use in self._walk(argument, INDEX, f"used as an index of `{target}`", statement, sequence):
                     yield dataclasses.replace(use, indexes=tag) if use.position == INDEX and tag else use
@@ -404,15 +424,17 @@ class Dataflow:
         if callee in BILINEAR_CALLS:
             for index, argument in enumerate(arguments):
                 others = arguments[:index] + arguments[index + 1:]
-                if all(self.free(other) for other in others):
+                active = tuple(other for other in others if not self.free(other))
+                if not active:
                     yield from self._walk(argument, position, how, statement, sequence)
                 else:
-                    yield from self._walk(argument, _nonlinear(position), f"passed to `{_short(name)}` with"
-                                          " another active argument", statement, sequence)
+                    yield from self._walk_with(self._joined(position, active), argument, _nonlinear(position),
+                                               f"passed to `{_short(name)}` with another active argument",
+                                               statement, sequence)
             return
         for argument in arguments:  # nonlinear builtins, helpers, anything else: the value is needed
-            yield from self._walk(argument, _nonlinear(position), f"passed to `{_short(name) if name else 'a call'}`",
-                                  statement, sequence)
+            yield from self._walk_with(None, argument, _nonlinear(position),
+                                       f"passed to `{_short(name) if name else 'a call'}`", statement, sequence)
 
     # -- activity ---------------------------------------------------------------------------
     def free(self, node) -> bool:
@@ -480,10 +502,7 @@ class Dataflow:
     @functools.cached_property
     def useful(self) -> set[str]:
         """Names whose value reaches a differentiable output."""
-        backward: dict[str, set[str]] = {}
-        for source, targets in self.edges.items():
-            for target in targets:
-                backward.setdefault(target, set()).add(source)
+        backward = self._sources_of
         found = {SINK}
         pending = [SINK]
         while pending:
@@ -551,20 +570,58 @@ class Dataflow:
         read used nonlinearly or in a comparison (with ``indices``, as an index too), or a local
         computed linearly from it used so. With ``component`` (a store into one field, `a[i].vel =
         ...`), uses of other named fields do not count: that memory is not overwritten."""
+        return next(self.needing_uses_of_reads(array, read_nodes, component, indices), None)
+
+    def needing_uses_of_reads(self, array: str, read_nodes: set[int], component: str | None = None,
+                              indices: bool = False) -> Iterator[Use]:
+        """Every use ``needing_use_of_reads`` looks at, the direct ones first."""
         def overwritten(use: Use) -> bool:
             return component is None or use.member is None or not component.isidentifier() or \
                 use.member == component
 
         wanted = (NONLINEAR, BRANCH, INDEX) if indices else (NONLINEAR, BRANCH)
         direct = [u for u in self.uses if u.name == "@" + array and id(u.node) in read_nodes]
-        use = next((u for u in direct if u.position in wanted and overwritten(u)), None)
-        if use is not None:
-            return use
+        yield from (u for u in direct if u.position in wanted and overwritten(u))
         bound = _assigned_linearly(direct)
-        if not bound:
+        if bound:
+            yield from (u for u in self.needing_uses(self.linear_derivatives(bound), indices=indices)
+                        if u.name not in bound or overwritten(u))
+
+    def partner_arrays(self, use: Use) -> frozenset[str] | None:
+        """The array parameters whose gradients the value of a product's operand is read for (its
+        ``partners``, traced back to the arrays they are computed from); None where the value is
+        needed for its own gradient, or where a partner comes from anything but arrays."""
+        if use.partners is None:
             return None
-        return next((u for u in self.needing_uses(self.linear_derivatives(bound), indices=indices)
-                     if u.name not in bound or overwritten(u)), None)
+        found: set[str] = set()
+        pending: list[str] = []
+        for partner in use.partners:
+            for node in walk(partner):
+                if isinstance(node, cst.Subscript) and self._array(node.value) is not None:
+                    pending.append("@" + self._array(node.value))
+                elif isinstance(node, cst.Name):
+                    pending.append(node.value)
+        seen = set(pending)
+        while pending:
+            name = pending.pop()
+            if name.startswith("@"):
+                found.add(name[1:])
+                continue
+            if name in self.params and not self.params[name].type.is_array and self._source_param(name):
+                return None  # a func's argument: its gradient goes to the caller
+            for source in self._sources_of.get(name, ()):
+                if source not in seen:
+                    seen.add(source)
+                    pending.append(source)
+        return frozenset(found)
+
+    @functools.cached_property
+    def _sources_of(self) -> dict[str, set[str]]:
+        backward: dict[str, set[str]] = {}
+        for source, targets in self.edges.items():
+            for target in targets:
+                backward.setdefault(target, set()).add(source)
+        return backward
 
     def carried(self, name: str, loop: Loop) -> bool:
         """Whether ``name``'s value flows from one pass of ``loop`` into the next: some path through

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from warp_lint.finding import Position
 from warp_lint.kernel_facts import KernelFacts
@@ -39,7 +39,8 @@ LAUNCH_PARAMETERS = ("kernel", "dim", "inputs", "outputs", "adj_inputs", "adj_ou
 TAPE_CLASSES = {"warp.Tape", "warp.tape.Tape"}
 
 # Allocations: a fresh array whose requires_grad is the keyword's value (False when absent)...
-FRESH_ALLOCATIONS = {"warp.zeros", "warp.empty", "warp.full", "warp.ones", "warp.array", "warp.from_numpy"}
+FRESH_ALLOCATIONS = {"warp.zeros", "warp.empty", "warp.full", "warp.ones", "warp.array", "warp.from_numpy",
+                     "warp.array1d", "warp.array2d", "warp.array3d", "warp.array4d"}
 # ...or one that inherits requires_grad from its first argument unless the keyword says otherwise.
 INHERITING_ALLOCATIONS = {"warp.zeros_like", "warp.empty_like", "warp.full_like", "warp.ones_like", "warp.clone"}
 # Methods that overwrite their receiver's data on the device.
@@ -271,16 +272,24 @@ class Launch:
         return [r for r in self.refs if "read" in effects.get(r.param, ())] + [
             r for r in self.struct_refs if "read" in structs.get(r.param, ())]
 
-    def needs_value(self, ref: ArrayRef) -> bool:
+    def needs_value(self, ref: ArrayRef, without_gradient: Callable[[str], bool] | None = None) -> bool:
         """Whether ``backward()``, replaying this launch, reads the values of ``ref`` again: True
         unless the kernel's model shows every read of that parameter linear, so that overwriting
-        the array in between changes no gradient."""
+        the array in between changes no gradient. ``without_gradient(key)``: whether the array of
+        that key can hold no gradient; a value read only as a factor of products is then needed
+        only when one of the other factors' arrays can."""
         kernel = self.kernel
         if kernel is None:
             return True
         if not kernel.differentiable:
             return False  # backward disabled: its adjoint never runs, struct fields included
-        return self._listed(ref, kernel.value_reads)
+        if not self._listed(ref, kernel.value_reads):
+            return False
+        partners = kernel.value_partners.get(ref.param) if ref in self.refs else None
+        if partners is None or without_gradient is None:
+            return True
+        bound = {r.param: r for r in self.refs}
+        return any(p not in bound or not bound[p].key or not without_gradient(bound[p].key) for p in partners)
 
     @property
     def differentiable(self) -> bool:
@@ -377,6 +386,10 @@ class HostScope:
                for e in self.events):
             return None
         return assigns[0]
+
+    def without_gradient(self, key: str) -> bool:
+        """Whether the array ``key`` can hold no gradient (``allocated_without_gradients``)."""
+        return self.allocated_without_gradients(key) is not None
 
     def gradient_free(self, launch: Launch) -> list[HostEvent] | None:
         """The allocations of every float array a launch binds, when none can carry a gradient: its

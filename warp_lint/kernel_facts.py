@@ -47,6 +47,9 @@ class KernelFacts:
     gradient_writes: frozenset[str] | None = None  # array parameters it stores a value carrying a gradient
     # into (None: all it writes; counts and flags built from constants carry none)
     replayed: bool = False  # a `@wp.func` with a `@wp.func_replay`
+    # value_reads read only as a factor of a product: parameter -> the array parameters whose
+    # gradients the adjoint reads the value for (`z = x * w` reads `x` for `w`'s gradient only)
+    value_partners: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -58,11 +61,12 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
-    value_reads, gradient_reads = _reads_that_matter(function, names, effects,
-                                                     _writes_struct_floats(function, index, structs), index)
+    value_reads, gradient_reads, partners = _reads_that_matter(function, names, effects,
+                                                               _writes_struct_floats(function, index, structs), index)
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
-                       function.differentiable, _gradient_writes(function, names, index), function.replayed)
+                       function.differentiable, _gradient_writes(function, names, index), function.replayed,
+                       partners)
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,
@@ -124,7 +128,7 @@ def _writes_struct_floats(function: FunctionModel, index: KernelIndex, structs: 
 
 def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]],
                        writes_struct_fields: bool, index: KernelIndex | None = None
-                       ) -> tuple[frozenset[str], frozenset[str]]:
+                       ) -> tuple[frozenset[str], frozenset[str], dict[str, frozenset[str]]]:
     """The array parameters whose read values the adjoint reads again when ``backward()`` replays
     the kernel (``value_reads``), and those whose values flow into a differentiable output, so that
     a gradient flows back into them (``gradient_reads``).
@@ -138,29 +142,36 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
     none. An array handed only to helpers of ``index`` whose custom adjoint
     (``FunctionModel.custom_adjoint_reads``) never looks at the parameter it binds has no value
     read there: Warp runs that adjoint in the helper's place (Featherstone's `dense_cholesky`,
-    whose adjoint is a no-op)."""
+    whose adjoint is a no-op). A parameter read only as a factor of products (`z[i] = x[i] * w[i]`)
+    has its value read only for the other factors' gradients: ``partners`` names the arrays those
+    come from, so that a launch binding them to arrays without gradients needs none (measured on
+    Warp 1.19: overwriting `x` before `backward()` leaves `x`'s gradient right, `w`'s wrong)."""
     arrays = function.arrays
     if function.kind == "kernel" and not writes_struct_fields and not any(
             kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
             for name, kinds in effects.items()):
-        return frozenset(), frozenset()
+        return frozenset(), frozenset(), {}
     flow = dataflow_of(function, names)
     passed_whole = {use.name for use in flow.uses if use.name in arrays and use.position != INDEX}
-    values, gradients = set(), set()
+    values, gradients, partners = set(), set(), {}
     for param, kinds in effects.items():
         if "read" not in kinds:
             continue
         reads = function.reads(param)
         opaque = param in passed_whole and _whole_value_needed(flow, param) or any(read.via for read in reads)
         unseen = index is not None and _seen_by_no_adjoint(function, flow, param, index)
-        if function.differentiable and not unseen and (opaque or flow.needing_use_of_reads(
-                param, {id(read.node) for read in reads}, indices=True) is not None):
+        needing = [] if opaque else list(flow.needing_uses_of_reads(param, {id(read.node) for read in reads},
+                                                                     indices=True))
+        if function.differentiable and not unseen and (opaque or needing):
             values.add(param)  # with backward disabled its adjoint never runs: it needs nothing
+            factors = [flow.partner_arrays(use) for use in needing]
+            if needing and all(factor is not None for factor in factors):
+                partners[param] = frozenset().union(*factors)
         if param in arrays and not arrays[param].type.differentiable:
             continue  # an integer array: no gradient flows back into it
         if opaque or "@" + param in flow.useful:
             gradients.add(param)
-    return frozenset(values), frozenset(gradients)
+    return frozenset(values), frozenset(gradients), partners
 
 
 def _seen_by_no_adjoint(function: FunctionModel, flow, param: str, index: KernelIndex) -> bool:
