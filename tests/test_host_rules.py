@@ -222,6 +222,63 @@ def run(forward, x, loss, steps):
 """) == []
 
 
+FLAGGED_HELPER = """
+import warp as wp
+
+
+@wp.kernel
+def energy(x: wp.array(dtype=float), e: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(e, 0, x[i] * x[i])
+
+
+tape = wp.Tape()
+
+
+def evaluate(x, e, with_gradient{default}):
+    if with_gradient:
+        with tape:
+            wp.launch(energy, x.shape[0], inputs=[x], outputs=[e])
+        tape.backward(e)
+        return x.grad
+    wp.launch(energy, x.shape[0], inputs=[x], outputs=[e])
+    return e
+
+
+def probe(x, e):
+    evaluate(x, e, with_gradient=True)
+    for _ in range(3):
+        evaluate(x, e, {flag})
+"""
+
+
+@pytest.mark.parametrize(("flag", "default", "reported"), [
+    ("with_gradient=False", "", False),  # the loop never runs the arm with backward()
+    ("False", "", False),
+    ("with_gradient=True", "", True),  # it does: the gradients pile up across passes
+    ("x is None", "", True),  # not a literal: both arms may run
+    ("", "=True", True),  # the default decides here
+])
+def test_wl204_an_arm_a_call_turns_off_with_a_literal_does_not_run(flag, default, reported):
+    code = FLAGGED_HELPER.format(flag=flag, default=default).replace("evaluate(x, e, )", "evaluate(x, e)")
+    assert ("WL204" in codes(code)) is reported
+
+
+def test_wl204_a_default_does_not_prune_a_function_recorded_on_its_own():
+    """`train` is run as its own entry point: its callers may pass `record=True`."""
+    assert "WL204" in codes("""
+import warp as wp
+
+def train(forward, loss, record=False):
+    tape = wp.Tape()
+    for _ in range(3):
+        if record:
+            with tape:
+                forward()
+            tape.backward(loss)
+""")
+
+
 def test_wl205_unrecorded_launch_off_the_loss_path_is_fine():
     assert codes(KERNELS + """
 def run(x, y, debug, loss):

@@ -92,6 +92,9 @@ class Frame:
     # name -> the list display bound to it, its elements' (code, key) resolved where it was written
     lists: dict[str, list[tuple[str, str]]] = dataclasses.field(default_factory=dict)
     literals: dict[str, object] = dataclasses.field(default_factory=dict)  # parameter -> the literal passed
+    # parameters whose literal is only their default, in a function recorded on its own: its
+    # callers may pass anything, so no arm is pruned on them
+    assumed: set[str] = dataclasses.field(default_factory=set)
     calls: dict[int, CallOp] = dataclasses.field(default_factory=dict)
     results: dict[int, Result] = dataclasses.field(default_factory=dict)
     returned: Result | None = None
@@ -168,6 +171,7 @@ class Recorder:
             self._annotate(info, function, param.name, param.name, param.annotation)
             if param.default is not NOT_LITERAL:  # `def run(n=16)` run on its own: n is 16
                 frame.literals[param.name] = param.default
+                frame.assumed.add(param.name)
         if owner is not None and function.params:
             receiver = function.params[0].name
             self.types[receiver] = owner
@@ -254,6 +258,7 @@ class Recorder:
         head, _, attribute = code.rpartition(".")
         if not head:
             frame.names[code] = new
+            frame.literals.pop(code, None)  # rebound: no longer the literal passed
         else:
             self.paths[f"{self.key(frame, head)}.{attribute}"] = new
         return new
@@ -309,8 +314,9 @@ class Recorder:
                     skipping = None
                 else:
                     continue
-            if kind is ArmOp and (op.dead or self.region_stack and (op.gradients is False or op.conditions and any(
-                    refused <= set(op.conditions) for refused in self.index.gradient_free_conditions()))):
+            if kind is ArmOp and (op.dead or self._passed_false(frame, op) or self.region_stack and (
+                    op.gradients is False or op.conditions and any(
+                        refused <= set(op.conditions) for refused in self.index.gradient_free_conditions()))):
                 skipping = op.id
                 if op.arm == 0:
                     self.branch_stack.append((self._uid(frame, "if", op.id), 0))
@@ -359,6 +365,15 @@ class Recorder:
             elif kind is ReturnOp:
                 if frame.returned is None and op.value is not None:
                     frame.returned = self.evaluate(frame, op.value)
+
+    @staticmethod
+    def _passed_false(frame: Frame, op: ArmOp) -> bool:
+        """Whether the arm tests a parameter (`if on_tape:`, `if not debug:`) that this call gives a
+        literal making the test fail: the arm never runs here (`_loss(state, on_tape=False)`)."""
+        if op.on is None or op.on[0] in frame.assumed:
+            return False
+        literal = frame.literals.get(op.on[0], NOT_LITERAL)
+        return literal is not NOT_LITERAL and bool(literal) is not op.on[1]
 
     def _count_arm_passes(self, frame: Frame, branch_id: int, op: ArmOp) -> None:
         """An arm that tests the target of an enclosing loop over literal constants runs in as many
