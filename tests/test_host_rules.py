@@ -264,6 +264,14 @@ def test_wl204_an_arm_a_call_turns_off_with_a_literal_does_not_run(flag, default
     assert ("WL204" in codes(code)) is reported
 
 
+@pytest.mark.parametrize(("passed", "reported"), [("None", False), ("e", True)])
+def test_wl204_an_arm_that_needs_a_value_does_not_run_where_none_is_passed(passed, reported):
+    code = FLAGGED_HELPER.format(flag="with_gradient=False", default="").replace(
+        "    if with_gradient:", "    if with_gradient and e is not None:").replace(
+        "        evaluate(x, e, with_gradient=False)", f"        evaluate(x, {passed}, with_gradient=True)")
+    assert ("WL204" in codes(code)) is reported
+
+
 def test_wl204_a_default_does_not_prune_a_function_recorded_on_its_own():
     """`train` is run as its own entry point: its callers may pass `record=True`."""
     assert "WL204" in codes("""

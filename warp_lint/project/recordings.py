@@ -368,12 +368,18 @@ class Recorder:
 
     @staticmethod
     def _passed_false(frame: Frame, op: ArmOp) -> bool:
-        """Whether the arm tests a parameter (`if on_tape:`, `if not debug:`) that this call gives a
-        literal making the test fail: the arm never runs here (`_loss(state, on_tape=False)`)."""
-        if op.on is None or op.on[0] in frame.assumed:
-            return False
-        literal = frame.literals.get(op.on[0], NOT_LITERAL)
-        return literal is not NOT_LITERAL and bool(literal) is not op.on[1]
+        """Whether the arm needs of a parameter (`if on_tape:`, `if contacts is not None:`) what the
+        literal this call passes does not give: the arm never runs here (`_loss(q, on_tape=False)`,
+        `step(state, contacts=None)`)."""
+        for name, kind in op.requires:
+            literal = frame.literals.get(name, NOT_LITERAL) if name not in frame.assumed else NOT_LITERAL
+            if literal is NOT_LITERAL:
+                continue
+            holds = {"truthy": bool(literal), "falsy": not literal, "none": literal is None,
+                     "not-none": literal is not None}[kind]
+            if not holds:
+                return True
+        return False
 
     def _count_arm_passes(self, frame: Frame, branch_id: int, op: ArmOp) -> None:
         """An arm that tests the target of an enclosing loop over literal constants runs in as many

@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 7
+SUMMARY_VERSION = 8
 
 MODULE_SCOPE = "<module>"
 
@@ -214,6 +214,11 @@ class ArmOp:
     # The body raises when the conditions hold and gradients are required (`if model.n > 0 and
     # model.requires_grad: raise NotImplementedError(...)`): no run gets past it with both.
     refuses_gradients: bool = False
+    # What the arm needs of plain names to run: (name, "truthy" | "falsy" | "none" | "not-none"),
+    # one per `and` operand of the test that is `x`, `not x`, `x is None` or `x is not None` (the
+    # `else` of a single such test: its negation). A call passing a literal that fails one never
+    # runs the arm.
+    requires: tuple[tuple[str, str], ...] = ()
 
 
 @_summary_class
@@ -474,6 +479,25 @@ def _literal_truths(loop: ast.stmt) -> tuple[bool, ...] | None:
             all(isinstance(element, ast.Constant) for element in loop.iter.elts):
         return tuple(bool(element.value) for element in loop.iter.elts)
     return None
+
+
+NEGATED = {"truthy": "falsy", "falsy": "truthy", "none": "not-none", "not-none": "none"}
+
+
+def _requirements(test: ast.AST) -> tuple[tuple[str, str], ...]:
+    """``ArmOp.requires`` of an `if` body: `if x and y is not None and n > 0:` ->
+    (("x", "truthy"), ("y", "not-none"))."""
+    operands = test.values if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And) else [test]
+    found = []
+    for operand in operands:
+        named = _name_test(operand)
+        if named is not None:
+            found.append((named[0], "truthy" if named[1] else "falsy"))
+        elif isinstance(operand, ast.Compare) and len(operand.ops) == 1 and isinstance(operand.left, ast.Name) \
+                and isinstance(operand.comparators[0], ast.Constant) and operand.comparators[0].value is None \
+                and isinstance(operand.ops[0], (ast.Is, ast.IsNot)):
+            found.append((operand.left.id, "none" if isinstance(operand.ops[0], ast.Is) else "not-none"))
+    return tuple(found)
 
 
 def _name_test(test: ast.AST) -> tuple[str, bool] | None:
@@ -1033,15 +1057,18 @@ class _OpScanner:
             constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
             on = _name_test(statement.test)
             conditions = _conditions(statement.test)
+            requires = _requirements(statement.test)
             self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant, on=on,
                                   conditions=conditions, refuses_gradients=bool(
                                       gradients and conditions and statement.body and
-                                      isinstance(statement.body[-1], ast.Raise))))
+                                      isinstance(statement.body[-1], ast.Raise)), requires=requires))
             self.visit_block(statement.body)
             if statement.orelse:
+                single = requires if len(requires) == 1 and not isinstance(statement.test, ast.BoolOp) else ()
                 self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None,
                                       dead=constant is not None and bool(constant),
-                                      on=(on[0], not on[1]) if on is not None else None))
+                                      on=(on[0], not on[1]) if on is not None else None,
+                                      requires=tuple((name, NEGATED[kind]) for name, kind in single)))
                 self.visit_block(statement.orelse)
             self.ops.append(EndIfOp(number))
         elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
