@@ -441,3 +441,115 @@ class Scaler:
         tape.backward(loss)
 """
     assert _kernel_contexts(tmp_path, holder=holder)["scale_all"][0] != "forward-only"
+
+
+HIGHER_ORDER = """
+import warp as wp
+
+
+def make_bound(support):
+    @wp.func
+    def bound(a: wp.array(dtype=float), i: int):
+        support(a, i)
+        a[i] = a[i] + 1.0
+
+    @wp.func
+    def tight(a: wp.array(dtype=float), i: int):
+        bound(a, i)
+
+    bound.tight = tight
+    return bound
+
+
+def make_contact(refiner=None):
+    @wp.func
+    def probe(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * a[i]
+
+    if refiner is not None:
+        bound = refiner(probe)
+    result = wp.vec3(0.0)
+
+    @wp.func
+    def contact(a: wp.array(dtype=float), i: int):
+        wp.static(bound.tight)(a, i)
+
+    contact.bound = bound.tight
+    return contact
+"""
+
+HIGHER_ORDER_CALLER = """
+import warp as wp
+from factories import make_bound, make_contact
+
+contact = make_contact(refiner=make_bound)
+
+@wp.kernel{options}
+def collide(a: wp.array(dtype=float)):
+    contact(a, wp.tid())
+
+""" + recorded_launch("collide")
+
+
+@pytest.mark.parametrize(("options", "state"), [("(enable_backward=False)", "forward-only"),
+                                                ("", "differentiated")])
+def test_a_func_handed_to_a_factory_that_arrives_through_a_parameter_is_followed(tmp_path, options, state):
+    """`probe` is passed to `refiner`, a parameter the caller gives `make_bound` for; `make_bound`
+    makes `tight`, which calls `bound`, which calls `probe` through `support`; `tight` is kept as
+    an attribute of the returned `contact` and called from `collide`. The context is the kernel's."""
+    files = {"factories.py": HIGHER_ORDER, "sim.py": HIGHER_ORDER_CALLER.format(options=options)}
+    assert _contexts(tmp_path, files)["probe"][0] == state
+
+
+def test_a_factory_passed_where_the_model_does_not_follow_leaves_its_products_unknown(tmp_path):
+    """`make_bound` handed to a method: what it makes may be called from anywhere."""
+    caller = HIGHER_ORDER_CALLER.format(options="").replace(
+        "contact = make_contact(refiner=make_bound)", "contact = make_contact()\nregistry = {}\nregistry.setdefault('b', make_bound)\nregistry.get('b').cache(make_bound)")
+    assert _contexts(tmp_path, {"factories.py": HIGHER_ORDER, "sim.py": caller})["bound"][0] == "unknown"
+
+
+SAME_FACTORY = """
+import warp as wp
+
+
+def make_support(inner, centered=False):
+    if centered:
+        @wp.func
+        def support(a: wp.array(dtype=float), i: int):
+            v = wp.vec3(a[i])
+            v[0] = 0.0
+            a[i] = inner(a, i) + v[1]
+    else:
+        @wp.func
+        def support(a: wp.array(dtype=float), i: int):
+            a[i] = inner(a, i)
+
+    return support
+
+
+@wp.func
+def base(a: wp.array(dtype=float), i: int) -> float:
+    return a[i]
+
+
+plain = make_support(base)
+centered = make_support(plain, centered=True)
+"""
+
+
+@pytest.mark.parametrize(("options", "state"), [("(enable_backward=False)", "forward-only"),
+                                                ("", "differentiated")])
+def test_products_of_one_factory_calling_each_other_take_the_context_from_outside(tmp_path, options, state):
+    """`centered` is made from `plain`, a product of the same factory: the two share a name, and
+    the call between them adds nothing to what the kernel outside gives them."""
+    caller = f"""
+import warp as wp
+from factories import centered
+
+@wp.kernel{options}
+def collide(a: wp.array(dtype=float)):
+    centered(a, wp.tid())
+
+""" + recorded_launch("collide")
+    found = _findings(tmp_path, {"factories.py": SAME_FACTORY, "sim.py": caller}, report_forward_only=True)
+    assert {f.data["context"] for f in found if f.data.get("kernel") == "support"} == {state}

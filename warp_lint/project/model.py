@@ -201,6 +201,8 @@ class ProjectModel:
         self._relevant: set[Symbol] = set()
         self._definitions: dict[str, list[WarpDefinition]] = {}
         self._contexts: dict[Symbol, DifferentiationContext] = {}
+        self._open: dict[Symbol, int] = {}  # definitions whose context is being decided -> their depth
+        self._low = 1 << 30  # the shallowest open definition the one being decided has consulted
         self._recordings: dict[Symbol, _Recording] = {}
         self._file_entries: dict[str, _FileEntries] = {}
         self._file_sites: dict[str, _FileSites] = {}
@@ -469,17 +471,34 @@ class ProjectModel:
         return self._struct_names
 
     def context_of(self, definition: WarpDefinition) -> DifferentiationContext:
+        """A definition's context. Its callers' contexts decide a func's; a caller that leads back
+        to a definition still being decided (two products of one factory calling each other) adds
+        nothing to what reaches the cycle from outside, and what was decided inside a cycle is
+        kept only once the cycle's first definition is decided."""
         symbol = definition.symbol
         context = self._contexts.get(symbol)
-        if context is None:
-            self._contexts[symbol] = DifferentiationContext(UNKNOWN, "its callers call it back")  # a cycle
+        if context is not None:
+            if symbol in self._open:
+                self._low = min(self._low, self._open[symbol])
+            return context
+        depth = len(self._open)
+        self._open[symbol] = depth
+        self._contexts[symbol] = DifferentiationContext(UNKNOWN, "its callers call it back", runs=False)
+        outer, self._low = self._low, depth
+        try:
             if definition.kind == "kernel":
                 context = self._kernel_context(symbol, definition)
             elif definition.kind in ("func", "func_native"):
                 context = self._func_context(symbol, definition)
             else:
                 context = DifferentiationContext(UNKNOWN, f"a `@wp.{definition.kind}`")
+        finally:
+            del self._open[symbol]
+        if self._low < depth:
+            del self._contexts[symbol]  # it consulted a definition still open: decided again later
+        else:
             self._contexts[symbol] = context
+        self._low = min(outer, self._low)
         return context
 
     def _kernel_context(self, symbol: Symbol, definition: WarpDefinition) -> DifferentiationContext:
@@ -720,7 +739,10 @@ class ProjectModel:
     def _func_context(self, func: Symbol, definition: WarpDefinition) -> DifferentiationContext:
         callers = self._callers(func, definition.summary.name)
         made = self._made_callers(func, definition.summary.name)
-        reached = [(caller, self._through(caller, definition)) for caller, definition in callers + (made or [])]
+        # A product of a factory that another product of the same factory calls (`shape_support`
+        # handed to the factory that made it): the call adds nothing to what reaches it otherwise.
+        reached = [(caller, self._through(caller, definition)) for caller, definition in callers + (made or [])
+                   if caller != func]
         # A caller nothing in the project runs differentiates nothing: it decides nothing here.
         known = [(caller, context) for caller, context in reached if context.runs]
         for caller, context in known:
@@ -829,12 +851,18 @@ class ProjectModel:
         if summary is None:
             return [] if not separator else None
         factory = summary.functions.get(enclosing)
-        exports = _exports(factory, name) if factory is not None else None
+        exports = _exports(factory, name, arguments=True) if factory is not None else None
         closures = [other for qualname, other in summary.functions.items()
                     if qualname.startswith(enclosing + ".<locals>.") and name in other.words]
         if exports is None or any(_exports(closure, name) != [] for closure in closures):
             return None  # a host function nested in the factory hands it on too
         found: list[tuple[Symbol, WarpDefinition]] = []
+        for call, argument, positional in _plain_arguments(factory, name):
+            # `certificate = depth_certificate(certificate_support)`: the users of the parameter it binds
+            callers = self._passed_users(info, factory, call, argument, positional, depth=0)
+            if callers is None:
+                return None
+            found += [c for c in callers if all(c[0] != f[0] for f in found)]
         for position, attribute in exports:
             callers = self._holders_callers(Symbol("function", func.module, enclosing, func.path), position,
                                             attribute, depth=0)
@@ -852,24 +880,112 @@ class ProjectModel:
         name = factory.qualname.rsplit(".", 1)[-1]
         # `wp.static(make_manifold(...))(...)` in a kernel or func: it calls what the factory makes
         found = self._callers(factory, name)
-        for info, function, call in self._host_calls.get(name, ()):
-            if self.index.resolve(info.path, function.qualname, call.func) != factory:
-                continue
-            if call.role == "return" and any(op.__class__ is ReturnOp and op.value is not None
-                                             and op.value.call == call.index for op in function.ops):
-                # `return make_shade(config)`: the caller is a factory of the same thing
-                callers = self._holders_callers(_function_symbol(info, function), position, attribute, depth + 1)
-            else:
-                holder = _holder(function, call, position, attribute)
-                if holder:
-                    callers = self._holder_users(info, function, holder, depth)
-                elif holder == "":
-                    callers = []  # the result is kept, but not the part that holds the func
-                else:
-                    callers = self._argument_users(info, function, call, position, attribute, depth)
+        calls = [(info, function, call) for info, function, call in self._host_calls.get(name, ())
+                 if self.index.resolve(info.path, function.qualname, call.func) == factory]
+        through = self._calls_through_parameters(factory, name)
+        if through is None:
+            return None
+        for info, function, call in calls + through:
+            callers = self._factory_call_users(info, function, call, position, attribute, depth)
             if callers is None:
                 return None
             found += callers
+        return found
+
+    def _factory_call_users(self, info: ModuleInfo, function: FunctionSummary, call: CallOp, position: int | None,
+                            attribute: str, depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The Warp definitions that call element ``position`` (then ``attribute``) of what one call
+        of a factory makes."""
+        if call.role == "return" and any(op.__class__ is ReturnOp and op.value is not None
+                                         and op.value.call == call.index for op in function.ops):
+            # `return make_shade(config)`: the caller is a factory of the same thing
+            return self._holders_callers(_function_symbol(info, function), position, attribute, depth + 1)
+        holder = _holder(function, call, position, attribute)
+        if holder:
+            return self._holder_users(info, function, holder, depth)
+        if holder == "":
+            return []  # the result is kept, but not the part that holds the func
+        return self._argument_users(info, function, call, position, attribute, depth)
+
+    def _calls_through_parameters(self, target: Symbol, name: str
+                                  ) -> list[tuple[ModuleInfo, FunctionSummary, CallOp]] | None:
+        """The calls of ``target`` made through a parameter it is passed for (`create_mpr(...,
+        depth_certificate=make_box_certificate)`, then `depth_certificate(support)` in `create_mpr`).
+        None where it is passed to what is not followed (a method, an unresolved callee)."""
+        found = []
+        for info, function, call in self._host_calls_passing(name):
+            for argument, positional in _positions(call):
+                if not argument.value.plain or \
+                        self.index.resolve(info.path, function.qualname, argument.value.code) != target:
+                    continue
+                bound = self._bound_parameter(info, function, call, argument, positional)
+                if bound is None:
+                    return None
+                callee_info, callee, param = bound
+                found += [(callee_info, callee, op) for op in callee.ops if op.__class__ is CallOp and op.func == param]
+        return found
+
+    def _passed_users(self, info: ModuleInfo, function: FunctionSummary, call: CallOp, argument, positional: int,
+                      depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The Warp definitions that call what ``argument`` of ``call`` passes on: the users of the
+        parameter it binds in each project function the callee may be (a project function, or a
+        parameter of ``function`` every caller gives a project function for)."""
+        callees = self._callee_functions(info, function, call.func)
+        if callees is None or depth > MAX_FACTORY_DEPTH:
+            return None
+        found: list[tuple[Symbol, WarpDefinition]] = []
+        for callee_info, callee in callees:
+            param = _bound_name(callee, call, argument, positional)
+            users = self._holder_users(callee_info, callee, param, depth + 1) if param is not None else None
+            if users is None:
+                return None
+            found += users
+        return found
+
+    def _callee_functions(self, info: ModuleInfo, function: FunctionSummary, code: str
+                          ) -> list[tuple[ModuleInfo, FunctionSummary]] | None:
+        """The project functions a call's callee ``code`` may be: the one it resolves to, or, for a
+        parameter of ``function``, what every call of ``function`` passes for it (a default of None
+        is no callee: the call is guarded). None where that is not known: a method, a public
+        function users may call with anything, a value that cannot be named."""
+        symbols: set[Symbol] = set()
+        param = next((p for p in function.params if p.name == code), None)
+        if param is None:
+            resolved = self.index.resolve(info.path, function.qualname, code)
+            symbols = {resolved} if resolved is not None else set()
+        else:
+            owner = _function_symbol(info, function)
+            if function.owner is not None or param.kind != "positional" and param.kind != "keyword_only" or \
+                    self._public(owner):
+                return None
+            name = function.qualname.rsplit(".", 1)[-1]
+            position = [p.name for p in function.params if p.kind == "positional"].index(code) \
+                if param.kind == "positional" else None
+            if self._calls_through_parameters(owner, name) or any(
+                    self.index.resolve(i.path, f.qualname, a.value.code) == owner
+                    for i, f, c in self._host_calls_passing(name) for a, _ in _positions(c) if a.value.plain):
+                return None  # itself passed around: its callers are not all known
+            for caller_info, caller, call in self._host_calls.get(name, ()):
+                if self.index.resolve(caller_info.path, caller.qualname, call.func) != owner:
+                    continue
+                if any(a.value.star for a in call.args):
+                    return None
+                value = call.argument(position, code)
+                if value is None:
+                    if param.default is None:
+                        continue  # not passed, None: the call through it is guarded
+                    return None
+                values = self.static_values(caller_info, caller, value)
+                if values is None:
+                    return None
+                symbols |= values
+        found = []
+        for symbol in symbols:
+            target = self.index.function(symbol) if symbol.kind == "function" else None
+            target_info = self.index.info_of(symbol)
+            if target is None or target.owner is not None or target_info is None:
+                return None
+            found.append((target_info, target))
         return found
 
     def _argument_users(self, info: ModuleInfo, function: FunctionSummary, call: CallOp, position: int | None,
@@ -880,9 +996,7 @@ class ProjectModel:
         for op in function.ops:
             if op.__class__ is not CallOp or op.index == call.index:
                 continue
-            positional = -1
-            for argument in op.args:
-                positional += argument.keyword is None
+            for argument, positional in _positions(op):
                 if argument.value.call != call.index:
                     continue
                 bound = self._bound_parameter(info, function, op, argument, positional)
@@ -904,12 +1018,11 @@ class ProjectModel:
         target = self.index.function(callee) if callee is not None and callee.kind == "function" else None
         if target is None or target.owner is not None:
             return None
-        param = next((p for p in target.params if p.name == argument.keyword), None) if argument.keyword else \
-            (target.params[positional] if positional < len(target.params) else None)
+        param = _bound_name(target, call, argument, positional)
         callee_info = self.index.info_of(callee)
-        if param is None or param.kind in ("vararg", "varkw") or callee_info is None:
+        if param is None or callee_info is None:
             return None
-        return callee_info, target, param.name
+        return callee_info, target, param
 
     def _holder_users(self, info: ModuleInfo, function: FunctionSummary, code: str,
                       depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
@@ -970,9 +1083,7 @@ class ProjectModel:
         for op in scope.ops:
             kind = op.__class__
             if kind is CallOp:
-                positional = -1
-                for argument in op.args:
-                    positional += argument.keyword is None
+                for argument, positional in _positions(op):
                     carried = _carried_in_display(argument.value, head, code)
                     if carried is None:
                         continue
@@ -1001,6 +1112,16 @@ class ProjectModel:
                 for target, value in op.pairs:
                     carried = _carried(value, head, code) if value is not None and "(" not in value.code else None
                     if carried is None:
+                        continue
+                    owner, _, attribute = target.rpartition(".")
+                    returned = _returned_position(scope, owner) if owner and _is_name(attribute) else None
+                    if returned is not None and carried != UNFOLLOWED and not op.augmented:
+                        # `solve.cooperative = certificate.cooperative`, `solve` returned: set on the product
+                        users = self._holders_callers(_function_symbol(info, scope), returned[0],
+                                                      f".{attribute}{carried}", depth + 1)
+                        if users is None:
+                            return None
+                        found += users
                         continue
                     if carried == UNFOLLOWED or not _is_name(target) or op.augmented:
                         return None  # a container, an attribute of something else: not followed
@@ -1430,10 +1551,56 @@ def _class_name(function: FunctionSummary) -> str | None:
     return function.owner.rsplit(".", 1)[-1] if function.owner else None
 
 
-def _exports(factory: FunctionSummary, name: str) -> list[tuple[int | None, str]] | None:
+def _returned_position(function: FunctionSummary, name: str) -> tuple[int | None] | None:
+    """Where ``function`` returns its local ``name``: (None,) for the whole result, (k,) for the
+    k-th element of a returned tuple; None when it does not return it as itself."""
+    if not _is_name(name):
+        return None
+    for op in function.ops:
+        if op.__class__ is ReturnOp and op.value is not None:
+            if op.value.code == name:
+                return (None,)
+            for position, element in enumerate(op.value.elements or ()):
+                if element.code == name:
+                    return (position,)
+    return None
+
+
+def _bound_name(target: FunctionSummary, call: CallOp, argument, positional: int) -> str | None:
+    """The name of ``target``'s parameter that ``argument`` of ``call`` binds; None for a starred
+    argument or `*args`/`**kwargs`."""
+    if argument.value.star or any(a.value.star for a in call.args):
+        return None
+    param = next((p for p in target.params if p.name == argument.keyword), None) if argument.keyword else \
+        (target.params[positional] if positional < len(target.params) else None)
+    return None if param is None or param.kind in ("vararg", "varkw") else param.name
+
+
+def _positions(call: CallOp) -> Iterator[tuple[object, int]]:
+    """Each argument of ``call`` with its place among the positional ones (-1 before the first)."""
+    positional = -1
+    for argument in call.args:
+        positional += argument.keyword is None
+        yield argument, positional
+
+
+def _plain_arguments(factory: FunctionSummary, name: str) -> list[tuple[CallOp, object, int]]:
+    """The calls in ``factory`` that pass ``name`` itself as an argument, with the argument and
+    its place among the positional ones."""
+    return [(op, argument, positional) for op in factory.ops if op.__class__ is CallOp
+            for argument, positional in _positions(op) if argument.value.code == name]
+
+
+def op_func(function: FunctionSummary, index: int) -> str:
+    """The callee code of call number ``index`` in ``function``."""
+    return next((op.func for op in function.ops if op.__class__ is CallOp and op.index == index), "")
+
+
+def _exports(factory: FunctionSummary, name: str, arguments: bool = False) -> list[tuple[int | None, str]] | None:
     """How the local definition ``name`` leaves ``factory``: (its position in the returned tuple, or
     None for the whole result; "" or the attribute it is set as on a returned local, ".core").
-    None when it also leaves another way: passed to a call, stored, aliased, returned in a dict."""
+    None when it also leaves another way: passed to a call (with ``arguments``, passed as itself
+    is followed elsewhere, ``_plain_arguments``), stored, aliased, returned in a dict."""
     returned: dict[str, int | None] = {}
     for op in factory.ops:
         if op.__class__ is ReturnOp and op.value is not None:
@@ -1443,17 +1610,23 @@ def _exports(factory: FunctionSummary, name: str) -> list[tuple[int | None, str]
                 if _is_name(element.code):
                     returned[element.code] = position
     exports = [(returned[name], "")] if name in returned else []
+    # calls that pass it only as itself: with ``arguments``, what they assign is theirs to follow
+    passing = {op.index for op in factory.ops if op.__class__ is CallOp and arguments and any(
+        a.value.code == name for a in op.args) and not any(
+        name in a.value.names and a.value.code != name for a in op.args)}
     for op in factory.ops:
         kind = op.__class__
         if kind is AssignOp:
             for target, value in op.pairs:
-                if value is None or name not in value.names:
+                if value is None or name not in value.names or value.call in passing and value.code.startswith(
+                        op_func(factory, value.call) + "("):
                     continue
                 head, _, attribute = target.partition(".")
                 if value.code != name or not _is_name(attribute) or head not in returned:
                     return None
                 exports.append((returned[head], "." + attribute))
-        elif kind is CallOp and any(name in argument.value.names for argument in op.args):
+        elif kind is CallOp and any(name in argument.value.names and not (arguments and argument.value.code == name)
+                                    for argument in op.args):
             return None
         elif kind is ReturnOp and op.value is not None and name in op.value.names and name not in returned:
             return None
