@@ -272,6 +272,33 @@ def test_wl204_an_arm_that_needs_a_value_does_not_run_where_none_is_passed(passe
     assert ("WL204" in codes(code)) is reported
 
 
+def test_a_literal_does_not_prune_what_a_call_under_a_tape_reaches():
+    """Under a tape, `step(x, None)` still reaches the contact kernel: users of `step` pass
+    contacts under their own tapes, so its finding stays reported (differentiated)."""
+    code = """
+import warp as wp
+
+@wp.kernel
+def push(x: wp.array(dtype=wp.vec3), contacts: wp.array(dtype=float)):
+    i = wp.tid()
+    v = x[i]
+    v[0] = v[0] * contacts[i]
+    x[i] = v
+
+def step(x, contacts):
+    if contacts is not None:
+        wp.launch(push, x.shape[0], inputs=[x, contacts])
+
+def test_step(x, loss):
+    tape = wp.Tape()
+    with tape:
+        step(x, None)
+    tape.backward(loss)
+"""
+    found = lint_code(code, select=["WL103"])
+    assert [f.data.get("context") for f in found] == ["differentiated"]
+
+
 def test_wl204_a_default_does_not_prune_a_function_recorded_on_its_own():
     """`train` is run as its own entry point: its callers may pass `record=True`."""
     assert "WL204" in codes("""

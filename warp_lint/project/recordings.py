@@ -303,9 +303,10 @@ class Recorder:
 
     # -- operations -----------------------------------------------------------------------
     def _run(self, frame: Frame) -> None:
-        # The `if` whose arm is not followed: it never runs (`if False:`), or, while a tape records,
-        # runs only without gradients (`else` of `if x.requires_grad:`, or under conditions the
-        # project refuses to meet with gradients).
+        # The `if` whose arm is not followed: it never runs (`if False:`, or, outside tapes, a test
+        # of a parameter the call's literal fails), or, while a tape records, runs only without
+        # gradients (`else` of `if x.requires_grad:`, or under conditions the project refuses to
+        # meet with gradients).
         skipping = None
         for op in frame.function.ops:
             kind = op.__class__
@@ -314,7 +315,7 @@ class Recorder:
                     skipping = None
                 else:
                     continue
-            if kind is ArmOp and (op.dead or self._passed_false(frame, op) or self.region_stack and (
+            if kind is ArmOp and (op.dead or not self.region_stack and self._passed_false(frame, op) or self.region_stack and (
                     op.gradients is False or op.conditions and any(
                         refused <= set(op.conditions) for refused in self.index.gradient_free_conditions()))):
                 skipping = op.id
@@ -369,8 +370,10 @@ class Recorder:
     @staticmethod
     def _passed_false(frame: Frame, op: ArmOp) -> bool:
         """Whether the arm needs of a parameter (`if on_tape:`, `if contacts is not None:`) what the
-        literal this call passes does not give: the arm never runs here (`_loss(q, on_tape=False)`,
-        `step(state, contacts=None)`)."""
+        literal this call passes does not give: the arm never runs here (`_loss(q, on_tape=False)`).
+        Asked only outside tapes: what a recorded call can reach with other arguments is what
+        users of the same function differentiate (`solver.step(..., contacts=None)` in a test
+        still reaches the contact kernels `step` launches for callers that pass contacts)."""
         for name, kind in op.requires:
             literal = frame.literals.get(name, NOT_LITERAL) if name not in frame.assumed else NOT_LITERAL
             if literal is NOT_LITERAL:
