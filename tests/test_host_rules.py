@@ -54,6 +54,32 @@ def run(a, b, n):
         assert [(r.code, r.param) for r in launch.writes()] == [("b", "y")]
 
 
+def test_starred_argument_lists_keep_their_positions():
+    """`inputs=[*common, extra]` binds `common`'s elements first; a starred list the recording
+    cannot expand leaves the parameters after it unknown instead of shifting them."""
+    scope = scopes("""
+import warp as wp
+
+@wp.kernel
+def emit(x: wp.array(dtype=float), w: wp.array(dtype=float), count: wp.array(dtype=int),
+         y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * w[i] + float(count[0])
+
+def run(a, b, c, d, n, unknown):
+    common = [a, b]
+    wp.launch(emit, n, inputs=[*common, c], outputs=[d])
+    rest = [c]
+    wp.launch(emit, n, inputs=[a, b, *rest], outputs=[d])
+    wp.launch(emit, n, inputs=[a, *unknown], outputs=[d])
+""")[-1]
+    expanded, trailing, opaque = scope.launches
+    for launch in (expanded, trailing):
+        assert [(r.code, r.param) for r in launch.reads()] == [("a", "x"), ("b", "w"), ("c", "count")]
+        assert [(r.code, r.param) for r in launch.writes()] == [("d", "y")]
+    assert [(r.code, r.param) for r in opaque.reads()] == [("a", "x")] and opaque.writes() == []
+
+
 def test_aliases_swaps_and_rebinding_give_keys():
     scope = scopes(KERNELS + """
 def run(state, other, n):

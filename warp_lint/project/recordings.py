@@ -449,8 +449,9 @@ class Recorder:
                 frame.host_values[code] = pulls
             else:
                 frame.host_values.pop(code, None)
-            if value is not None and value.elements is not None:
-                frame.lists[code] = self.elements(frame, value)
+            listed = self.spread_elements(frame, value) if value is not None and value.elements is not None else None
+            if listed is not None:
+                frame.lists[code] = listed
             else:
                 frame.lists.pop(code, None)
         self.event(frame, "assign", op.stmt, op.stmt, name=code, value=value, key=key, pulls=pulls,
@@ -658,8 +659,10 @@ class Recorder:
         passed = {p.name: a.value for p, a in zip(positional, given)}
         passed.update({a.keyword: a.value for a in args if a.keyword is not None and a.keyword in names})
         for name, value in passed.items():  # lists and literals travel with the call: a launch wrapper
-            if value.elements is not None or (value.plain and value.code in frame.lists):
-                callee.lists[name] = self.elements(frame, value)
+            listed = self.spread_elements(frame, value) if value.elements is not None or (
+                value.plain and value.code in frame.lists) else None
+            if listed is not None:
+                callee.lists[name] = listed
             literal = self.literal(frame, value)
             if literal is not NOT_LITERAL:
                 callee.literals[name] = literal
@@ -728,6 +731,22 @@ class Recorder:
             return list(frame.lists.get(value.code, ())) if value.plain else []
         return [(e.code, self.key(frame, e.code)) for e in value.elements]
 
+    def spread_elements(self, frame: Frame, value: Value | None) -> list[tuple[str, str]] | None:
+        """``elements``, a starred list expanded where the function or its caller wrote it out
+        (`inputs=[*common, tid_base]`); None where one cannot be, so that no position after it is
+        known."""
+        if value is None or value.spread is None:
+            return self.elements(frame, value)
+        found: list[tuple[str, str]] = []
+        for element in value.spread:
+            if not element.star:
+                found.append((element.code, self.key(frame, element.code)))
+            elif element.plain and element.code in frame.lists:
+                found += frame.lists[element.code]
+            else:
+                return None
+        return found
+
     def literal(self, frame: Frame, value: Value | None) -> object:
         """A value's literal: written there, or passed by the caller for this parameter."""
         if value is None:
@@ -748,9 +767,13 @@ class Recorder:
         facts = self.facts_of(symbol) if symbol is not None and symbol.kind == "warp" else None
         if facts is not None and facts.kind != "kernel":
             facts = None
-        inputs = self.elements(frame, keywords.get("inputs"))
-        outputs = self.elements(frame, keywords.get("outputs"))
+        inputs = self.spread_elements(frame, keywords.get("inputs"))
+        outputs = self.spread_elements(frame, keywords.get("outputs"))
         params = [p.name for p in facts.params] if facts is not None else []
+        if inputs is None:  # the parameters after a starred list that cannot be expanded are not known
+            inputs = self.elements(frame, keywords.get("inputs"))
+            params = params[:len(inputs)]
+        outputs = outputs if outputs is not None else self.elements(frame, keywords.get("outputs"))
         refs = [ArrayRef(code, key, params[i] if i < len(params) else "")
                 for i, (code, key) in enumerate(inputs + outputs)]
         pulls = frozenset().union(*(self.pulls_of(frame, v) for v in

@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 8
+SUMMARY_VERSION = 9
 
 MODULE_SCOPE = "<module>"
 
@@ -103,6 +103,8 @@ class Value:
     call: int | None = None  # the index of the call that produces it, when it is a call
     literal: Any = NOT_LITERAL  # its value when ``ast.literal_eval`` reads it
     elements: tuple[Value, ...] | None = None  # a list or tuple display's elements, up to a starred one
+    # ... and all of them, the starred ones marked by their ``star``, when a starred one cut them
+    spread: tuple[Value, ...] | None = None
     dict_keys: tuple[Value, ...] | None = None  # a dict display's keys
     star: str = ""  # "*" or "**" for a starred argument
 
@@ -962,6 +964,7 @@ class _OpScanner:
             elements = []
             for element in node.elts:
                 if isinstance(element, ast.Starred):
+                    value.spread = tuple(_OpScanner.value_of(builder, e) for e in node.elts)
                     break
                 elements.append(_OpScanner.value_of(builder, element))
             value.elements = tuple(elements)
