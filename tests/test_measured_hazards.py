@@ -33,11 +33,17 @@ def warp_on_cpu():
     wp.init()
 
 
-def _load_kernel(code: str, path):
-    path.write_text(textwrap.dedent(code))
+def _load_program(code: str, path):
+    """``code`` written to ``path`` and imported: a measured program's module."""
+    path.write_text(code)
     spec = importlib.util.spec_from_file_location(f"measured_{path.stem}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def _load_kernel(code: str, path):
+    module = _load_program(textwrap.dedent(code), path)
     kernels = [v for v in vars(module).values() if isinstance(v, wp.Kernel)]
     assert len(kernels) == 1, "each measured example holds one kernel"
     return kernels[0]
@@ -225,13 +231,10 @@ def test_a_tile_reader_whose_adjoint_needs_no_values_survives_an_overwrite(tmp_p
     transposed and stored is linear (its gradient measured right after the overwrite), a tile
     mapped through `wp.sin` is not (measured wrong)."""
     path = tmp_path / "tile_readers.py"
-    path.write_text(TILE_READERS)
     found = lint_code(TILE_READERS, select=["WL201"], target="==1.19.0", path=str(path))
     assert [(f.code, "`sine_into`" in f.message, "`transpose_into`" in f.message) for f in found] == [
         ("WL201", True, False)]
-    spec = importlib.util.spec_from_file_location("measured_tile_readers", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_program(TILE_READERS, path)
     x0 = np.random.default_rng(0).uniform(0.5, 1.5, (4, 4)).astype(np.float32)
     for reader, wrong in ((module.transpose_into, False), (module.sine_into, True)):
         autodiff = module.train(reader, x0)[1]
@@ -291,11 +294,7 @@ def test_an_array_only_a_custom_adjoint_ignores_reads_may_be_overwritten(tmp_pat
     assert [f.code for f in lint_code(CUSTOM_ADJOINT_READER + code, select=["WL201"])] == []
     plain = CUSTOM_ADJOINT_READER.replace("@wp.func_grad(soft_norm)", "@wp.func")
     assert [f.code for f in lint_code(plain + code, select=["WL201"])] == ["WL201"]
-    path = tmp_path / "custom_adjoint_reader.py"
-    path.write_text(CUSTOM_ADJOINT_READER)
-    spec = importlib.util.spec_from_file_location("measured_custom_adjoint_reader", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_program(CUSTOM_ADJOINT_READER, tmp_path / "custom_adjoint_reader.py")
     values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
     assert np.array_equal(module.gradient(values, True), module.gradient(values, False))
 
@@ -319,11 +318,7 @@ def test_raising_max_unroll_makes_a_constant_loop_static_and_its_gradient_right(
     """WL104's advice for a constant trip count over `max_unroll`: raise it. Measured both ways."""
     code = POWER_20.format(options=options)
     assert bool(lint_code(code, select=["WL104"])) is wrong
-    path = tmp_path / f"power_{'default' if wrong else 'raised'}.py"
-    path.write_text(code)
-    spec = importlib.util.spec_from_file_location(f"measured_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_program(code, tmp_path / f"power_{'default' if wrong else 'raised'}.py")
 
     def run(values, tape=None):
         x = wp.array(values, dtype=wp.float64, requires_grad=True, device="cpu")
@@ -414,11 +409,7 @@ def test_a_replayed_reservation_called_from_a_helper_is_run_again_backward(tmp_p
     found = lint_code(NESTED_REPLAY, select=["WL111"])
     assert [(f.code, f.start.line) for f in found] == [("WL111", 20)]
     assert "`append` calls it" in found[0].message
-    path = tmp_path / "nested_replay.py"
-    path.write_text(NESTED_REPLAY)
-    spec = importlib.util.spec_from_file_location("measured_nested_replay", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_program(NESTED_REPLAY, tmp_path / "nested_replay.py")
     values = np.arange(1.0, 5.0, dtype=np.float32)
     assert np.allclose(module.gradient(module.from_kernel, values), 2 * values)
     assert np.allclose(module.gradient(module.through_helper, values), 0.0)
@@ -473,11 +464,7 @@ def test_a_missing_grad_matters_only_where_the_reader_has_a_gradient_to_pass_bac
     assert lint_code(RANKING, select=["WL206"]) == []
     twin = RANKING.replace("    rank = wp.zeros(n, dtype=float)\n", "    rank = wp.zeros(n, dtype=float, requires_grad=True)\n")
     assert [f.message.split("`")[1] for f in lint_code(twin, select=["WL206"])] == ["depth"]
-    path = tmp_path / "ranking.py"
-    path.write_text(RANKING)
-    spec = importlib.util.spec_from_file_location("measured_ranking", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_program(RANKING, tmp_path / "ranking.py")
     values = np.array([0.3, 0.6, 0.9], dtype=np.float32)
     right = 2 * values * np.exp(values * values)
     assert np.array_equal(module.gradient(values, False, False), module.gradient(values, True, False))
@@ -538,11 +525,7 @@ def test_a_factor_is_read_backward_only_for_the_other_factors_gradient(tmp_path)
     assert reported(WEIGHTED) == [False]
     twin = WEIGHTED.replace("    w = wp.full(n, 2.0, dtype=float)\n", "    w = wp.full(n, 2.0, dtype=float, requires_grad=True)\n")
     assert reported(twin) == [False, True]
-    path = tmp_path / "weighted.py"
-    path.write_text(WEIGHTED)
-    spec = importlib.util.spec_from_file_location("measured_weighted", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = _load_program(WEIGHTED, tmp_path / "weighted.py")
     values, weights = np.array([0.5, 1.5, -1.0], dtype=np.float32), np.array([2.0, 3.0, 4.0], dtype=np.float32)
     x_grad, w_grad = module.gradients(values, weights, True)
     assert np.allclose(x_grad, weights)  # right
