@@ -1146,11 +1146,18 @@ class ProjectModel:
                         found += users
         return found
 
-    def _host_calls_passing(self, name: str) -> Iterator[tuple[ModuleInfo, FunctionSummary, CallOp]]:
+    def _host_calls_passing(self, name: str) -> list[tuple[ModuleInfo, FunctionSummary, CallOp]]:
+        """The host calls with an argument that mentions ``name``."""
+        return self._calls_passing.get(name, [])
+
+    @functools.cached_property
+    def _calls_passing(self) -> dict[str, list[tuple[ModuleInfo, FunctionSummary, CallOp]]]:
+        found: dict[str, list[tuple[ModuleInfo, FunctionSummary, CallOp]]] = {}
         for calls in self._host_calls.values():
-            for info, function, call in calls:
-                if any(name in argument.value.names for argument in call.args):
-                    yield info, function, call
+            for entry in calls:
+                for name in set().union(*(argument.value.names for argument in entry[2].args)):
+                    found.setdefault(name, []).append(entry)
+        return found
 
     @functools.cached_property
     def _host_calls(self) -> dict[str, list[tuple[ModuleInfo, FunctionSummary, CallOp]]]:
