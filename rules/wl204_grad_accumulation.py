@@ -159,10 +159,11 @@ class GradAccumulation(Rule):
             return False
         # Arrays allocated afresh in the iteration start with zero gradients: fine when every array
         # whose gradient is read (or, with none read, every array the tape's launches read) is one.
-        arrays = [e.key for e in events if e.kind == "grad"] or [
-            r.key for e in events if e.launch is not None and e.launch.recorded and e.order < backward.order
-            for r in e.launch.reads(convention=True)]
-        if arrays and all(scope.created_in(key, span.start_order, backward.order) for key in arrays):
+        # (key, by when it must be made): a gradient read, by the read; a launch's input, by the backward
+        arrays = [(e.key, e.order) for e in events if e.kind == "grad"] or [
+            (r.key, backward.order) for e in events if e.launch is not None and e.launch.recorded
+            and e.order < backward.order for r in e.launch.reads(convention=True)]
+        if arrays and all(scope.created_in(key, span.start_order, by) for key, by in arrays):
             return False
         return True
 

@@ -325,6 +325,48 @@ def test_step(x, loss):
     assert [f.data.get("context") for f in found] == ["differentiated"]
 
 
+TWO_TRIALS = """
+import warp as wp
+
+
+@wp.kernel
+def energy(x: wp.array(dtype=float), e: wp.array(dtype=float)):
+    i = wp.tid()
+    wp.atomic_add(e, 0, x[i] * x[i])
+
+
+def trial(values):
+    x = {make_x}
+    e = wp.zeros(1, dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(energy, len(values), inputs=[x, e])
+    tape.backward(e)
+    return x.grad.numpy()
+
+
+def compare(values, kept):
+    for scale in (1.0, 2.0):
+        first = trial([scale * v for v in values])
+        second = trial(values)
+"""
+
+
+@pytest.mark.parametrize(("make_x", "reported"), [
+    ("wp.array(values, dtype=float, requires_grad=True)", False),  # each trial's own array
+    ("kept", True),  # ... where the same array is used again: its gradient piles up
+])
+def test_wl204_arrays_made_after_a_backward_in_the_same_pass_are_its_own(make_x, reported):
+    """Two trials in one pass: the second trial's fresh array, read after the first trial's
+    `backward()`, is made in the pass before its gradient is read."""
+    code = TWO_TRIALS.format(make_x=make_x)
+    if make_x == "kept":
+        code = code.replace("def trial(values):", "def trial(values, kept=None):").replace(
+            "trial([scale * v for v in values])", "trial([scale * v for v in values], kept)").replace(
+            "trial(values)", "trial(values, kept)")
+    assert ("WL204" in codes(code)) is reported
+
+
 def test_wl204_a_default_does_not_prune_a_function_recorded_on_its_own():
     """`train` is run as its own entry point: its callers may pass `record=True`."""
     assert "WL204" in codes("""
