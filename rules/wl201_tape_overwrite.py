@@ -449,7 +449,7 @@ class TapeOverwrite(Rule):
                 if read is not None and not read[0].exclusive_with(event):
                     self._report(context, scope, event, write, read, region, reported, "")
             launch = event.launch
-            if launch is None or not launch.recorded or not self._same_tape(event.region, region):
+            if launch is None or not launch.recorded or not region.same_tape(event.region):
                 continue
             written = {w.key: w for w in event.writes}
             for read in event.reads:
@@ -477,11 +477,6 @@ class TapeOverwrite(Rule):
                         if read is not None:
                             self._report(context, scope, event, write, (later, read), region, reported, "loop")
                             break
-
-    @staticmethod
-    def _same_tape(event_region: TapeRegion | None, region: TapeRegion) -> bool:
-        return event_region is region or (bool(region.key) and event_region is not None and
-                                          event_region.key == region.key)
 
     def _report(self, context, scope: HostScope, event: HostEvent, write: ArrayRef,
                 read: tuple[HostEvent, ArrayRef], region: TapeRegion, reported, how: str) -> None:

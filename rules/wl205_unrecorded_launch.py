@@ -21,9 +21,9 @@ class UnrecordedLaunch(Rule):
     pairs, match indices) does not reach the loss. Of a chain of recorded launches without backward
     (a backup and a gather of contact records), the first is reported: a launch whose every
     gradient-carrying input is written earlier on the tape only by recorded launches that pass
-    none back themselves (backward disabled, or storing counts and flags) is cut upstream already. `record_tape=False` is reported on the launch; a disabled
-    backward on the decorator, `set_module_options` or `wp.config` line that disables it (once per
-    line), naming the launch.
+    none back themselves (backward disabled, or storing counts and flags) is cut upstream already.
+    `record_tape=False` is reported on the launch; a disabled backward on the decorator,
+    `set_module_options` or `wp.config` line that disables it (once per line), naming the launch.
 
     ## Why is this bad?
     An unrecorded launch is invisible to `backward()`; a kernel without an adjoint contributes
@@ -164,8 +164,7 @@ class UnrecordedLaunch(Rule):
         backward = next((e for e in scope.events if e.order > launch_event.order and e.kind == "method"
                          and e.name == "backward" and region.key and e.key == region.key), None)
         later = [e for e in scope.events if e.launch is not None and e.launch.recorded and e.order > launch_event.order
-                 and e.region is not None and (e.region is region or (region.key and e.region.key == region.key))
-                 and (backward is None or e.order < backward.order)]
+                 and region.same_tape(e.region) and (backward is None or e.order < backward.order)]
         def differentiable_reads(event: HostEvent) -> set[str]:
             return {r.key for r in event.launch.reads(convention=True) if event.launch.passes_gradient(r)}
 
@@ -191,7 +190,7 @@ class UnrecordedLaunch(Rule):
         if not reads:
             return True
         on_tape = [e for e in scope.events if e.launch is not None and e.order < launch_event.order
-                   and e.region is not None and (e.region is region or (region.key and e.region.key == region.key))]
+                   and region.same_tape(e.region)]
         for ref in reads:
             writers = [(e, w) for e in on_tape for w in e.launch.writes(convention=True) if w.key == ref.key]
             if not writers or any(not e.launch.recorded or e.launch.differentiable and e.launch.writes_gradient(w)

@@ -146,7 +146,7 @@ class UntapedUtilityOp(Rule):
         backward = next((e for e in scope.events if e.order > event.order and e.kind == "method"
                          and e.name == "backward" and region.key and e.key == region.key), None)
         later = [e for e in scope.events if e.launch is not None and e.launch.recorded and e.order > event.order
-                 and (e.region is region or (region.key and e.region.key == region.key))
+                 and region.same_tape(e.region)
                  and (backward is None or e.order < backward.order)]
         if backward is None or not backward_seeds(backward):
             return any(result & _float_refs(e.launch) for e in later)

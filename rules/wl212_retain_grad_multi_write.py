@@ -146,8 +146,8 @@ class RetainGradMultiWrite(Rule):
                     if ref.param in launch.kernel.stores_twice:
                         return (f"kernel `{launch.kernel_code}` ({context.where(event.location, allocation.location)})"
                                 f" stores into it twice")
-                earlier = next((w for w in writers if not w.exclusive_with(event) and (
-                    w.region is event.region or (event.region.key and w.region.key == event.region.key))), None)
+                earlier = next((w for w in writers if not w.exclusive_with(event) and event.region.same_tape(w.region)),
+                               None)
                 if stored and earlier is not None:
                     return (f"kernel `{launch.kernel_code}` ({context.where(event.location, allocation.location)})"
                             f" stores into it after kernel `{earlier.launch.kernel_code}`"

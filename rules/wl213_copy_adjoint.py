@@ -137,7 +137,7 @@ class CopyAdjoint(Rule):
             launch = event.launch
             if launch is None or not launch.recorded or event.exclusive_with(copy):
                 continue
-            if not (event.region is region or (region.key and event.region.key == region.key)):
+            if not region.same_tape(event.region):
                 continue
             if any(r.key == source.key for r in launch.reads(convention=True)):
                 return event

@@ -133,6 +133,11 @@ class TapeRegion:
     key: str = ""  # the tape's key ("" when anonymous)
     chain: tuple[CallSite, ...] = ()
 
+    def same_tape(self, other: TapeRegion | None) -> bool:
+        """Whether ``other`` records on this region's tape: this very region, or another region of
+        the same named tape (an anonymous `with wp.Tape():` is only itself)."""
+        return other is self or (bool(self.key) and other is not None and other.key == self.key)
+
 
 @dataclasses.dataclass(frozen=True)
 class ArrayRef:
