@@ -704,7 +704,7 @@ class _BodyScanner:
                     mapping[parameter] = array
             self.model.helper_calls.append(
                 HelperCall(name, call, self.statement_now, mapping, self.next_order(), tuple(self.loops),
-                           any(getattr(helper, "replayed", False) for helper in self.helpers[name])))
+                           any(helper.replayed for helper in self.helpers[name])))
             return True
 
         for _, argument, array in arrays:

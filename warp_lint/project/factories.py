@@ -386,11 +386,6 @@ def _plain_arguments(factory: FunctionSummary, name: str) -> list[tuple[CallOp, 
             for argument, positional in _positions(op) if argument.value.code == name]
 
 
-def op_func(function: FunctionSummary, index: int) -> str:
-    """The callee code of call number ``index`` in ``function``."""
-    return next((op.func for op in function.ops if op.__class__ is CallOp and op.index == index), "")
-
-
 def _exports(factory: FunctionSummary, name: str, arguments: bool = False) -> list[tuple[int | None, str]] | None:
     """How the local definition ``name`` leaves ``factory``: (its position in the returned tuple, or
     None for the whole result; "" or the attribute it is set as on a returned local, ".core").
@@ -405,16 +400,16 @@ def _exports(factory: FunctionSummary, name: str, arguments: bool = False) -> li
                 if _is_name(element.code):
                     returned[element.code] = position
     exports = [(returned[name], "")] if name in returned else []
-    # calls that pass it only as itself: with ``arguments``, what they assign is theirs to follow
-    passing = {op.index for op in factory.ops if op.__class__ is CallOp and arguments and any(
+    # calls that pass it only as itself: with ``arguments``, the value they make (an assignment's
+    # whole value, ``Value.call``) is theirs to follow
+    passing = {op.index for op in factory.ops if op.__class__ is CallOp and any(
         a.value.code == name for a in op.args) and not any(
-        name in a.value.names and a.value.code != name for a in op.args)}
+        name in a.value.names and a.value.code != name for a in op.args)} if arguments else set()
     for op in factory.ops:
         kind = op.__class__
         if kind is AssignOp:
             for target, value in op.pairs:
-                if value is None or name not in value.names or value.call in passing and value.code.startswith(
-                        op_func(factory, value.call) + "("):
+                if value is None or name not in value.names or value.call in passing:
                     continue
                 head, _, attribute = target.partition(".")
                 if value.code != name or not _is_name(attribute) or head not in returned:

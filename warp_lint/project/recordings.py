@@ -303,11 +303,7 @@ class Recorder:
 
     # -- operations -----------------------------------------------------------------------
     def _run(self, frame: Frame) -> None:
-        # The `if` whose arm is not followed: it never runs (`if False:`, or, outside tapes, a test
-        # of a parameter the call's literal fails), or, while a tape records, runs only without
-        # gradients (`else` of `if x.requires_grad:`, or under conditions the project refuses to
-        # meet with gradients).
-        skipping = None
+        skipping = None  # the `if` whose arm is not followed (``_not_followed``)
         for op in frame.function.ops:
             kind = op.__class__
             if skipping is not None:
@@ -315,9 +311,7 @@ class Recorder:
                     skipping = None
                 else:
                     continue
-            if kind is ArmOp and (op.dead or not self.region_stack and self._passed_false(frame, op) or self.region_stack and (
-                    op.gradients is False or op.conditions and any(
-                        refused <= set(op.conditions) for refused in self.index.gradient_free_conditions()))):
+            if kind is ArmOp and self._not_followed(frame, op):
                 skipping = op.id
                 if op.arm == 0:
                     self.branch_stack.append((self._uid(frame, "if", op.id), 0))
@@ -366,6 +360,18 @@ class Recorder:
             elif kind is ReturnOp:
                 if frame.returned is None and op.value is not None:
                     frame.returned = self.evaluate(frame, op.value)
+
+    def _not_followed(self, frame: Frame, op: ArmOp) -> bool:
+        """Whether the arm is not followed: it never runs (`if False:`, or, outside tapes, a test of
+        a parameter the call's literal fails), or, while a tape records, runs only without
+        gradients (`else` of `if x.requires_grad:`, or under conditions the project refuses to
+        meet with gradients)."""
+        if op.dead:
+            return True
+        if not self.region_stack:
+            return self._passed_false(frame, op)
+        return op.gradients is False or bool(op.conditions) and any(
+            refused <= set(op.conditions) for refused in self.index.gradient_free_conditions())
 
     @staticmethod
     def _passed_false(frame: Frame, op: ArmOp) -> bool:
