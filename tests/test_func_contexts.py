@@ -151,12 +151,8 @@ def build():
     assert contexts["solve_core"][0] == "forward-only"
 
 
-def test_a_result_unpacked_and_passed_to_another_factory_is_followed(tmp_path):
-    """`first, second = make_pair()`, then `second` handed to a factory whose kernel calls it:
-    `first` reaches a recorded kernel, `second` only one without backward."""
-    caller = """
-import warp as wp
-from factories import make_pair
+# A factory of the caller's own: its kernel, without backward, calls what it is given.
+STEP_FACTORY = """
 
 def make_kernel(step):
     @wp.kernel(enable_backward=False)
@@ -164,7 +160,16 @@ def make_kernel(step):
         step(a, wp.tid())
 
     return step_all
+"""
 
+
+def test_a_result_unpacked_and_passed_to_another_factory_is_followed(tmp_path):
+    """`first, second = make_pair()`, then `second` handed to a factory whose kernel calls it:
+    `first` reaches a recorded kernel, `second` only one without backward."""
+    caller = """
+import warp as wp
+from factories import make_pair
+""" + STEP_FACTORY + """
 first, second = make_pair()
 second_kernel = make_kernel(second)
 
@@ -184,14 +189,7 @@ def test_a_factory_call_passed_straight_to_another_factory_or_indexed_is_followe
     caller = """
 import warp as wp
 from factories import make_pair, make_scale
-
-def make_kernel(step):
-    @wp.kernel(enable_backward=False)
-    def step_all(a: wp.array(dtype=float)):
-        step(a, wp.tid())
-
-    return step_all
-
+""" + STEP_FACTORY + """
 scale_kernel = make_kernel(step=make_scale(2.0))
 second = make_pair()[1]
 
@@ -504,7 +502,8 @@ def test_a_func_handed_to_a_factory_that_arrives_through_a_parameter_is_followed
 def test_a_factory_passed_where_the_model_does_not_follow_leaves_its_products_unknown(tmp_path):
     """`make_bound` handed to a method: what it makes may be called from anywhere."""
     caller = HIGHER_ORDER_CALLER.format(options="").replace(
-        "contact = make_contact(refiner=make_bound)", "contact = make_contact()\nregistry = {}\nregistry.setdefault('b', make_bound)\nregistry.get('b').cache(make_bound)")
+        "contact = make_contact(refiner=make_bound)",
+        "contact = make_contact()\nregistry = {}\nregistry.setdefault('b', make_bound)\nregistry.get('b').cache(make_bound)")
     assert _contexts(tmp_path, {"factories.py": HIGHER_ORDER, "sim.py": caller})["bound"][0] == "unknown"
 
 

@@ -462,7 +462,8 @@ def test_a_missing_grad_matters_only_where_the_reader_has_a_gradient_to_pass_bac
     without `requires_grad`, giving `depth` the flag changes nothing (measured: the same either way); with
     `rank` allocated with it, the missing flag on `depth` loses the whole gradient."""
     assert lint_code(RANKING, select=["WL206"]) == []
-    twin = RANKING.replace("    rank = wp.zeros(n, dtype=float)\n", "    rank = wp.zeros(n, dtype=float, requires_grad=True)\n")
+    twin = RANKING.replace("    rank = wp.zeros(n, dtype=float)\n",
+                           "    rank = wp.zeros(n, dtype=float, requires_grad=True)\n")
     assert [f.message.split("`")[1] for f in lint_code(twin, select=["WL206"])] == ["depth"]
     module = _load_program(RANKING, tmp_path / "ranking.py")
     values = np.array([0.3, 0.6, 0.9], dtype=np.float32)
@@ -523,7 +524,8 @@ def test_a_factor_is_read_backward_only_for_the_other_factors_gradient(tmp_path)
         return [f.start.line >= constant for f in lint_code(code, select=["WL201"])]
 
     assert reported(WEIGHTED) == [False]
-    twin = WEIGHTED.replace("    w = wp.full(n, 2.0, dtype=float)\n", "    w = wp.full(n, 2.0, dtype=float, requires_grad=True)\n")
+    twin = WEIGHTED.replace("    w = wp.full(n, 2.0, dtype=float)\n",
+                            "    w = wp.full(n, 2.0, dtype=float, requires_grad=True)\n")
     assert reported(twin) == [False, True]
     module = _load_program(WEIGHTED, tmp_path / "weighted.py")
     values, weights = np.array([0.5, 1.5, -1.0], dtype=np.float32), np.array([2.0, 3.0, 4.0], dtype=np.float32)
