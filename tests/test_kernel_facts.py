@@ -109,3 +109,28 @@ def test_a_kernel_without_backward_needs_nothing():
     facts = facts_of(source, "gather")
     assert facts.value_reads == set() and not facts.differentiable
     assert facts.gradient_reads == {"src"}  # its outputs still depend on `src` (WL205 reports the launch)
+
+
+GUARDED_PARAMS = "x: wp.array(dtype=float), y: wp.array(dtype=float), w: wp.array(dtype=float), mode: int, flag: bool"
+
+
+@pytest.mark.parametrize(("body", "literals", "effects"), [
+    # an `if` on a parameter: the arm a literal rules out makes no access
+    ("if flag:\n    y[i] = x[i]\nelse:\n    x[i] = 0.0\n", {"flag": True}, {"x": {"read"}, "y": {"write"}}),
+    ("if flag:\n    y[i] = x[i]\nelse:\n    x[i] = 0.0\n", {"flag": False}, {"x": {"write"}, "y": set()}),
+    ("if not flag:\n    y[i] = x[i]\n", {"flag": True}, {"x": set(), "y": set()}),
+    # comparisons with an integer, `elif` arms, and both operands of a true `and`
+    ("if mode == 1:\n    y[i] = x[i]\nelif mode == 2:\n    x[i] = 1.0\n", {"mode": 2}, {"x": {"write"}, "y": set()}),
+    ("if mode != 0 and flag:\n    y[i] = x[i]\n", {"mode": 0}, {"x": set(), "y": set()}),
+    # an array passed as None is false; an `or` that is true says nothing of either operand
+    ("if w:\n    y[i] = w[i]\n", {"w": None}, {"w": set(), "y": set()}),
+    ("if mode == 1 or flag:\n    y[i] = x[i]\n", {"mode": 0}, {"x": {"read"}, "y": {"write"}}),
+    # a parameter the kernel rebinds is not what the launch passed
+    ("mode = mode + 1\nif mode == 1:\n    y[i] = x[i]\n", {"mode": 0}, {"x": {"read"}, "y": {"write"}}),
+    # a value not known leaves every access
+    ("if flag:\n    y[i] = x[i]\n", {}, {"x": {"read"}, "y": {"write"}}),
+])
+def test_effects_of_a_launch_binding_literals(body, literals, effects):
+    facts = facts_of(kernel_source("i = wp.tid()\n" + body, GUARDED_PARAMS))
+    found = facts.effects_with(literals)
+    assert {array: set(found.get(array, ())) for array in effects} == effects

@@ -269,11 +269,19 @@ class Launch:
             return {}
         return dict(zip([p.name for p in self.kernel.params], self.inputs + self.outputs))
 
+    @property
+    def effects(self) -> dict[str, frozenset[str]]:
+        """The kernel's effects on its array parameters in this launch: an access guarded by an `if`
+        on a parameter this launch binds to a literal that fails it is not made."""
+        literals = {self.refs[position].param: value for position, value in self.argument_literals.items()
+                    if position < len(self.refs) and self.refs[position].param}
+        return self.kernel.effects_with(literals)
+
     def reads(self, convention: bool = False) -> list[ArrayRef]:
         """The array arguments the kernel reads. Unknown kernel: `inputs=` with ``convention``, else none."""
         if self.kernel is None:
             return list(self.refs[: self.input_count]) if convention else []
-        effects, structs = self.kernel.effects, self.kernel.struct_effects
+        effects, structs = self.effects, self.kernel.struct_effects
         return [r for r in self.refs if "read" in effects.get(r.param, ())] + [
             r for r in self.struct_refs if "read" in structs.get(r.param, ())]
 
@@ -329,7 +337,7 @@ class Launch:
         """The array arguments the kernel writes or accumulates into (``convention``: `outputs=`)."""
         if self.kernel is None:
             return list(self.refs[self.input_count:]) if convention else []
-        effects, structs = self.kernel.effects, self.kernel.struct_effects
+        effects, structs = self.effects, self.kernel.struct_effects
         return [r for r in self.refs if effects.get(r.param, frozenset()) & {"write", "accumulate"}] + [
             r for r in self.struct_refs if structs.get(r.param, frozenset()) & {"write", "accumulate"}]
 
@@ -337,7 +345,7 @@ class Launch:
         """The array arguments the kernel stores into (``y[i] = ...``), not only accumulates into."""
         if self.kernel is None:
             return []
-        effects, structs = self.kernel.effects, self.kernel.struct_effects
+        effects, structs = self.effects, self.kernel.struct_effects
         return [r for r in self.refs if "write" in effects.get(r.param, ())] + [
             r for r in self.struct_refs if "write" in structs.get(r.param, ())]
 

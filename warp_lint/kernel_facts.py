@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import libcst as cst
+
 from warp_lint.cst_walk import walk
 from warp_lint.dataflow import INDEX, LINEAR, dataflow_of
 from warp_lint.kernels import FunctionModel, KernelIndex, mutually_exclusive, struct_field_effects
@@ -50,9 +52,91 @@ class KernelFacts:
     # value_reads read only as a factor of a product: parameter -> the array parameters whose
     # gradients the adjoint reads the value for (`z = x * w` reads `x` for `w`'s gradient only)
     value_partners: dict[str, frozenset[str]] = dataclasses.field(default_factory=dict)
+    # Array parameter -> (kind, guards) for each of its accesses, where one of them sits in an arm
+    # of an `if` on a parameter (`if emit_large:`): a launch that binds the parameter to a literal
+    # failing a guard never makes that access.
+    effect_guards: dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]] = dataclasses.field(default_factory=dict)
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
+
+    def effects_with(self, literals: dict[str, object]) -> dict[str, frozenset[str]]:
+        """``effects`` of a launch that binds parameters to these literal values: an access in an
+        arm whose guard the literals fail is not made (`if emit_large:` with `False` passed, `if
+        joint_qdd:` with `None`). Warp branches on a kernel argument at run time; the access
+        skipped there leaves the array untouched, and its adjoint is skipped too."""
+        if not self.effect_guards or not literals:
+            return self.effects
+        effects = dict(self.effects)
+        for array, accesses in self.effect_guards.items():
+            effects[array] = frozenset(kind for kind, guards in accesses
+                                       if not any(_fails(guard, literals) for guard in guards))
+        return effects
+
+
+# What an `if` around an access needs of a kernel parameter: (parameter, test, constant, outcome),
+# the test being "truth" (`if p:`), "==" or "!=" against the constant (`if mode == 1:`).
+Guard = tuple[str, str, object, bool]
+
+
+def _fails(guard: Guard, literals: dict[str, object]) -> bool:
+    param, test, constant, outcome = guard
+    if param not in literals:
+        return False
+    value = literals[param]
+    try:
+        held = bool(value) if test == "truth" else (value == constant) == (test == "==")
+    except Exception:  # a literal that does not compare: the guard may hold
+        return False
+    return held != outcome
+
+
+def effect_guards(function: FunctionModel) -> dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]]:
+    """For each array parameter with an access inside an arm of an `if` on a parameter the
+    function never rebinds, every access's kind with the guards around it."""
+    tested = {p.name for p in function.params} - {b.name for b in function.bindings}
+    found: dict[str, list[tuple[str, tuple[Guard, ...]]]] = {}
+    for access in function.accesses:
+        guards = tuple(guard for branch in access.branches
+                       for guard in _conditions(branch.node.test, branch.arm == 0, tested))
+        found.setdefault(access.array, []).append((access.kind, guards))
+    return {array: tuple(accesses) for array, accesses in found.items() if any(g for _, g in accesses)}
+
+
+def _conditions(test: cst.BaseExpression, outcome: bool, tested: set[str]) -> tuple[Guard, ...]:
+    """What ``test`` having ``outcome`` says of parameters: `a and b` true says both are, `a or b`
+    false says neither is; other combinations say nothing."""
+    if isinstance(test, cst.Name) and test.value in tested:
+        return ((test.value, "truth", None, outcome),)
+    if isinstance(test, cst.UnaryOperation) and isinstance(test.operator, cst.Not):
+        return _conditions(test.expression, not outcome, tested)
+    if isinstance(test, cst.BooleanOperation):
+        if isinstance(test.operator, cst.And) == outcome:
+            return _conditions(test.left, outcome, tested) + _conditions(test.right, outcome, tested)
+        return ()
+    if isinstance(test, cst.Comparison) and len(test.comparisons) == 1 and isinstance(test.left, cst.Name) \
+            and test.left.value in tested:
+        operator, constant = test.comparisons[0].operator, _constant(test.comparisons[0].comparator)
+        if constant is not _NOT_CONSTANT:
+            if isinstance(operator, (cst.Equal, cst.Is)):
+                return ((test.left.value, "==", constant, outcome),)
+            if isinstance(operator, (cst.NotEqual, cst.IsNot)):
+                return ((test.left.value, "!=", constant, outcome),)
+    return ()
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant(node: cst.BaseExpression) -> object:
+    """An integer, `True`/`False`/`None`, or an integer cast of one (`wp.int32(0)`)."""
+    if isinstance(node, cst.Integer):
+        return int(node.evaluated_value)
+    if isinstance(node, cst.Name) and node.value in ("True", "False", "None"):
+        return {"True": True, "False": False, "None": None}[node.value]
+    if isinstance(node, cst.Call) and len(node.args) == 1 and isinstance(node.args[0].value, cst.Integer):
+        return int(node.args[0].value.evaluated_value)
+    return _NOT_CONSTANT
 
 
 def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) -> KernelFacts:
@@ -66,7 +150,7 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable, _gradient_writes(function, names, index), function.replayed,
-                       partners)
+                       partners, effect_guards(function))
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,

@@ -475,7 +475,7 @@ def _read(step: dict[str, Any], event: HostEvent, names: dict[str, str]) -> set[
         return {step["src"]}
     if step["op"] != "launch" or event.launch is None:
         return set()
-    effects = event.launch.kernel.effects
+    effects = event.launch.effects
     return {a["array"] for p, a in step["args"].items() if "array" in a and "read" in effects.get(p, ())}
 
 
@@ -484,7 +484,7 @@ def _written(step: dict[str, Any], event: HostEvent, names: dict[str, str]) -> l
         return [step["dest"]]
     if step["op"] in ("zero", "fill"):
         return [step["array"]]
-    effects = event.launch.kernel.effects
+    effects = event.launch.effects
     return [a["array"] for p, a in step["args"].items()
             if "array" in a and effects.get(p, frozenset()) & {"write", "accumulate"}]
 
@@ -492,6 +492,6 @@ def _written(step: dict[str, Any], event: HostEvent, names: dict[str, str]) -> l
 def _written_param(step: dict[str, Any], event: HostEvent, name: str) -> str | None:
     if step["op"] != "launch":
         return None
-    effects = event.launch.kernel.effects
+    effects = event.launch.effects
     return next((p for p, a in step["args"].items() if a.get("array") == name and
                  effects.get(p, frozenset()) & {"write", "accumulate"}), None)

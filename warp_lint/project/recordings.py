@@ -753,6 +753,23 @@ class Recorder:
                 return None
         return found
 
+    @staticmethod
+    def _aligned(frame: Frame, value: Value | None) -> list[Value | None]:
+        """The elements written in a launch's list, one per position of ``spread_elements``: those
+        of a list made earlier or expanded from a starred one as None (their values are not kept,
+        only their keys)."""
+        if value is not None and value.elements is None and value.spread is None and value.plain:
+            return [None] * len(frame.lists.get(value.code, ()))  # `outputs=outputs`, a list made earlier
+        if value is None or value.spread is None:
+            return _displayed(value)
+        found: list[Value | None] = []
+        for element in value.spread:
+            if not element.star:
+                found.append(element)
+            else:
+                found += [None] * len(frame.lists.get(element.code, ()))
+        return found
+
     def literal(self, frame: Frame, value: Value | None) -> object:
         """A value's literal: written there, or passed by the caller for this parameter."""
         if value is None:
@@ -798,7 +815,7 @@ class Recorder:
                         record_tape=record if isinstance(record, bool) else None)
         literal = self.literal(frame, dim)
         launch.dim_literal = literal if literal is not NOT_LITERAL else None
-        displayed = _displayed(keywords.get("inputs")) + _displayed(keywords.get("outputs"))
+        displayed = self._aligned(frame, keywords.get("inputs")) + self._aligned(frame, keywords.get("outputs"))
         if len(displayed) == len(inputs) + len(outputs):
             for position, element in enumerate(displayed):
                 literal = self.literal(frame, element)
