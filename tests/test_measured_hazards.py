@@ -533,3 +533,112 @@ def test_a_factor_is_read_backward_only_for_the_other_factors_gradient(tmp_path)
     assert np.allclose(x_grad, weights)  # right
     assert not np.allclose(w_grad, values) and np.allclose(w_grad, 5.0)  # the overwritten values
     assert np.allclose(module.gradients(values, weights, False)[0], weights)
+
+
+STAGES = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def stage(x: wp.array(dtype=float), cache: wp.array(dtype=float), y: wp.array(dtype=float), apply: int):
+    i = wp.tid()
+    if apply == 0:
+        cache[i] = wp.sin(x[i])
+    else:
+        y[i] = cache[i] * cache[i]
+
+
+def run_stage(x, cache, y, apply):
+    wp.launch(stage, len(x), inputs=[x, cache, y, apply])
+
+
+def gradient(values, third_apply):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    other = wp.array(values + 0.5, dtype=float, requires_grad=True)
+    cache = wp.zeros(len(values), dtype=float, requires_grad=True)
+    y = wp.zeros(len(values), dtype=float, requires_grad=True)
+    y2 = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        run_stage(x, cache, y, 0)
+        run_stage(x, cache, y, 1)
+        run_stage(other, cache, y2, third_apply)
+    tape.backward(grads={y: wp.ones_like(y)})
+    return x.grad.numpy()
+"""
+APPLY_TWICE = """
+
+def apply_twice(x, other, cache, y, y2):
+    tape = wp.Tape()
+    with tape:
+        run_stage(x, cache, y, 0)
+        run_stage(x, cache, y, 1)
+        run_stage(other, cache, y2, 1)
+    tape.backward(grads={y: wp.ones_like(y)})
+"""
+
+
+def test_an_access_in_an_arm_a_launch_literal_rules_out_is_not_made(tmp_path):
+    """One kernel, two stages chosen by an argument: with `apply` 1 a launch only reads `cache`,
+    so a third launch applying again overwrites nothing (measured: the gradient is right), while
+    one computing the cache again from another array does (measured wrong). The literal reaches
+    the launch through a wrapper's parameter; a non-literal (`third_apply`) may be either."""
+    stages = STAGES[:STAGES.index("def gradient")]
+    assert lint_code(stages + APPLY_TWICE, select=["WL201"]) == []
+    recompute = APPLY_TWICE.replace("run_stage(other, cache, y2, 1)", "run_stage(other, cache, y2, 0)")
+    assert [f.message.split("`")[3] for f in lint_code(stages + recompute, select=["WL201"])] == ["cache"]
+    assert len(lint_code(STAGES, select=["WL201"])) == 1
+    module = _load_program(STAGES, tmp_path / "stages.py")
+    values = np.array([0.3, 0.6, 0.9], dtype=np.float32)
+    right = 2 * np.sin(values) * np.cos(values)
+    assert np.allclose(module.gradient(values, 1), right, rtol=1e-5)
+    assert not np.allclose(module.gradient(values, 0), right, rtol=1e-2)
+
+
+FACTORY_POWERS = """
+import numpy as np
+import warp as wp
+
+
+def make_power(n):
+    @wp.kernel(module="unique")
+    def power(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+        t = wp.tid()
+        v = float(1.0)
+        for i in range(n):
+            v *= x[t]
+        out[t] = v
+
+    return power
+
+
+def gradient(n, values):
+    kernel = make_power(n)
+    x = wp.array(values, dtype=float, requires_grad=True)
+    out = wp.zeros(len(values), dtype=float, requires_grad=True)
+    with wp.Tape() as tape:
+        wp.launch(kernel, len(values), inputs=[x], outputs=[out])
+    tape.backward(grads={out: wp.ones_like(out)})
+    return x.grad.numpy()
+
+
+def sweep(values):
+    return [gradient(n, values) for n in (6, 16)]
+"""
+
+
+def test_a_range_over_a_value_captured_from_a_factory_is_unrolled_when_small(tmp_path):
+    """`range(n)` with `n` a factory's parameter: Warp reads `n` when it builds the kernel, so the
+    loop is unrolled for 6 and 16 (the gradient is right) and dynamic past `max_unroll` (17: wrong).
+    WL104 follows the values the file passes (through `gradient` to `sweep`'s table)."""
+    assert lint_code(FACTORY_POWERS, select=["WL104"]) == []
+    found = lint_code(FACTORY_POWERS.replace("(6, 16)", "(6, 17)"), select=["WL104"])
+    assert len(found) == 1 and "`n` is captured as 6, 17" in found[0].message
+    unknown = FACTORY_POWERS.replace("for n in (6, 16)", "for n in range(6, 17)")
+    assert lint_code(unknown, select=["WL104"]) == []  # a captured constant of a value not shown
+    module = _load_program(FACTORY_POWERS, tmp_path / "factory_powers.py")
+    values = np.array([1.01, 0.99], dtype=np.float32)
+    for n, wrong in ((6, False), (16, False), (17, True)):
+        right = n * values ** (n - 1)
+        assert np.allclose(module.gradient(n, values), right, rtol=1e-4) != wrong

@@ -113,7 +113,7 @@ class FileContext:
 
     @functools.cached_property
     def kernels(self) -> KernelIndex:
-        return build_kernel_index(self.module, self.names, self.options, self.imported_helpers)
+        return build_kernel_index(self.module, self.names, self.options, self.imported_helpers, self.triage.captured)
 
     def kernel_facts(self, summary: FileSummary, within: Callable[[str], bool] | None = None
                      ) -> dict[str, KernelFacts]:

@@ -207,6 +207,10 @@ class KernelUnits:
         names = hashlib.blake2b(import_skeleton(triaged).encode("utf-8", "surrogatepass"), digest_size=16)
         # With a lookup the kernel model follows other files' helpers: results without one differ.
         names.update(f"\0{target_version}\0{','.join(rule_codes)}\0{lookup is not None}".encode())
+        # What kernels capture from their factories is read from the whole file: a call's new value
+        # changes the loops of a unit whose own text did not change.
+        names.update(repr(sorted((name, sorted((k, sorted(v) if v is not None else None) for k, v in values.items()))
+                                 for name, values in triaged.captured.items())).encode())
         settings = names.digest()
         keys: dict[int, tuple[bytes, list[int]]] = {}
         defined_by = _defined_by(parts, units)

@@ -10,6 +10,8 @@ array parameters to the caller's arrays, transitively.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import math
 from typing import Callable, Iterator
 
 import libcst as cst
@@ -207,6 +209,9 @@ class FunctionModel:
     # A `@wp.func` given a `@wp.func_replay` in the same file: a kernel calling it directly runs the
     # replay in its backward pass instead of the body (a slot reserved once stays reserved).
     replayed: bool = False
+    # Names it captures from the functions around its definition (a factory's parameters and
+    # locals) -> their integer values where the file shows them: compile-time constants to Warp.
+    captured: dict[str, frozenset[int] | None] = dataclasses.field(default_factory=dict)
 
     @property
     def decorator_args(self) -> list[cst.Arg]:
@@ -289,10 +294,12 @@ class ImportedHelper:
 
 
 def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions,
-                       imported: Callable[[str], ImportedHelper | None] | None = None) -> KernelIndex:
+                       imported: Callable[[str], ImportedHelper | None] | None = None,
+                       captured: dict[str, dict[str, frozenset[int] | None]] | None = None) -> KernelIndex:
     """``imported(code)``: the ``@wp.func`` helper of another file that the code calling it here
     names (`helper`, `math_utils.helper`), or None; asked only for calls that pass arrays, so a
-    kernel's effects follow calls into them."""
+    kernel's effects follow calls into them. ``captured``: by definition name, the values it
+    captures from the factory around it (``closure_constants``), which ``module`` does not hold."""
     structs: dict[str, StructModel] = {}
     decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
     for index, statement in enumerate(module.body):
@@ -318,6 +325,8 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         )
     functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
                  for node, decorator, kind, index in decorated]
+    for function in functions:
+        function.captured = (captured or {}).get(function.name, {})
     _mark_custom_adjoints(functions)
     helpers: dict[str, list] = {}
     for function in functions:
@@ -736,17 +745,41 @@ class _BodyScanner:
         ):
             if any(isinstance(a.value, cst.Call) and self.qualify(a.value.func) == "warp.static" for a in iterator.args):
                 return self._loop_exits(node, False, "")
-            bounds = [self.local_constants.get(a.value.value) if isinstance(a.value, cst.Name) and
-                      a.value.value in self.local_constants else self.options.constant(a.value) for a in iterator.args]
-            if any(b is None for b in bounds):
+            bounds = [self._bound_values(a.value) for a in iterator.args]
+            if any(b is None for b in bounds) or math.prod(len(b) for b in bounds) > 4096:
+                if all(b is not None or self._captured(a.value) for a, b in zip(iterator.args, bounds)):
+                    # A captured constant of a value the file does not show: unrolled when it is
+                    # small, and nothing here says it is not.
+                    return self._loop_exits(node, False, "")
                 names = ", ".join(code_of(a.value) for a in iterator.args)
                 return True, f"its trip count `range({names})` is not a compile-time constant", ""
-            start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (bounds + [1])[:3]
-            trips = len(range(start, stop, step or 1))
+            trips = max(_trip_count(combination) for combination in itertools.product(*bounds))
             if isinstance(max_unroll, int) and trips > max_unroll:
+                captured = [code_of(a.value) for a in iterator.args if self._captured(a.value)]
+                if captured:
+                    code = ", ".join(code_of(a.value) for a in iterator.args)
+                    values = "; ".join(f"`{name}` is captured as {', '.join(map(str, sorted(self.model.captured[name])))}"
+                                       for name in captured)
+                    return True, (f"`range({code})` runs up to {trips} times ({values} by the function that"
+                                  f" makes it), which exceeds the unroll limit max_unroll={max_unroll}"), ""
                 return True, f"`range({trips})` exceeds the unroll limit max_unroll={max_unroll}", ""
             return self._loop_exits(node, False, "")
         return self._loop_exits(node, False, "")
+
+    def _bound_values(self, expression: cst.BaseExpression) -> tuple[int, ...] | None:
+        """The values a `range()` bound can have: a local or module constant, or a value captured
+        from the factory that makes the kernel; None where they are not known."""
+        if isinstance(expression, cst.Name) and expression.value in self.local_constants:
+            return (self.local_constants[expression.value],)
+        if self._captured(expression):
+            values = self.model.captured[expression.value]
+            return tuple(sorted(values)) if values else None
+        constant = self.options.constant(expression)
+        return (constant,) if constant is not None else None
+
+    def _captured(self, expression: cst.BaseExpression) -> bool:
+        return isinstance(expression, cst.Name) and expression.value in self.model.captured and \
+            expression.value not in self.model.local_names
 
     def _loop_exits(self, node, dynamic, reason) -> tuple[bool, str, str]:
         exits = {type(n) for n in _own_loop_statements(node.body)}
@@ -886,6 +919,11 @@ def struct_field_effects(kernel: FunctionModel, index: KernelIndex) -> dict[str,
                 effects.setdefault(field_of(node.value), set()).add("read")
     kernel._struct_effects_cache = effects
     return effects
+
+
+def _trip_count(bounds: tuple[int, ...]) -> int:
+    start, stop, step = (0, bounds[0], 1) if len(bounds) == 1 else (list(bounds) + [1])[:3]
+    return len(range(start, stop, step or 1))
 
 
 def _local_constants(function: cst.FunctionDef) -> dict[str, int]:

@@ -20,8 +20,10 @@ from __future__ import annotations
 import ast
 import bisect
 import dataclasses
+import functools
 import re
 
+from warp_lint.closure_constants import Values, captured_values
 from warp_lint.source import split_lines
 
 WARP_MODULE = "warp"
@@ -42,6 +44,12 @@ class Triage:
     def file_line(self, line: int) -> int:
         """The file's line number for line ``line`` of ``synthetic``."""
         return self.line_map[line - 1] if self.line_map is not None else line
+
+    @functools.cached_property
+    def captured(self) -> dict[str, dict[str, Values]]:
+        """What the Warp definitions inside factories capture from them (``closure_constants``):
+        read from the whole file, which ``synthetic`` does not hold."""
+        return captured_values(self.tree, functools.partial(is_warp_decorated, aliases=self.warp_aliases))
 
 
 def _dotted(node: ast.AST) -> str | None:
@@ -95,7 +103,7 @@ def collect_imports(tree: ast.Module) -> tuple[dict[str, str], list[ast.stmt]]:
     return aliases, nodes
 
 
-def _is_warp_decorated(node: ast.AST, aliases: dict[str, str]) -> bool:
+def is_warp_decorated(node: ast.AST, aliases: dict[str, str]) -> bool:
     for decorator in getattr(node, "decorator_list", ()):
         target = decorator.func if isinstance(decorator, ast.Call) else decorator
         dotted = _dotted(target)
@@ -188,7 +196,7 @@ def triage(text: str, whole_file: bool = False, tree: ast.Module | None = None) 
             ranges.append((first_line(statement), statement.end_lineno, 0))
             continue
         for node in _walk_statements(statement):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and _is_warp_decorated(
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and is_warp_decorated(
                 node, aliases
             ):
                 ranges.append((first_line(node), node.end_lineno, node.col_offset))
