@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import ast
 import re
 
 import libcst as cst
@@ -9,6 +10,8 @@ from warp_lint.kernels import FunctionModel
 from warp_lint.rule import Example, Rule
 # `wp.tile[int, 1]`, `wp.array[wp.int32]`: containers of integers.
 INTEGER_ELEMENT = re.compile(r"\[(int|bool|(wp|warp)\.(u?int\d*|bool))\b")
+# A C++ assignment: `=` that is no comparison, or a compound one (`+=`).
+ASSIGNMENT = re.compile(r"(?<![=!<>+\-*/%&|^])=(?!=)|[+\-*/%&|^]=")
 
 
 class FuncNativeNoAdjoint(Rule):
@@ -19,7 +22,9 @@ class FuncNativeNoAdjoint(Rule):
     positional argument), take a floating-point value or array, and are called by a
     differentiable kernel or `@wp.func` in the same file. Native functions given an
     `adj_snippet`, functions on integers and handles only, ones that take values and return an
-    integer (a sort key: no gradient leaves them), ones that hand back an array (reads
+    integer (a sort key: no gradient leaves them) and store into none of their arrays (the
+    snippet, written in the decorator or a module constant, is read: `return (uint64_t)arr.data;`
+    takes an address), ones that hand back an array (reads
     through the handle are differentiated as reads of the array), ones called only from kernels with
     `enable_backward=False`, ones with a `wp.ref[T]` parameter (Warp 1.19 refuses those in a
     backward kernel with an error) and ones returning a `@wp.struct` (refused too) are not flagged.
@@ -94,6 +99,19 @@ class FuncNativeNoAdjoint(Rule):
             def tag(ids: wp.array(dtype=int)):
                 label(ids, wp.tid())
             '''),
+        # An address: the snippet (a module constant) reads `arr.data` and stores nothing.
+        Example('''
+            import warp as wp
+
+            address_cpp = "return (uint64_t)arr.data;"
+
+            @wp.func_native(address_cpp)
+            def address_of(arr: wp.array(dtype=float)) -> wp.uint64: ...
+
+            @wp.func
+            def row_address(arr: wp.array(dtype=float), row: int) -> wp.uint64:
+                return address_of(arr) + wp.uint64(row * 4)
+            '''),
         # Handing back an array handle: reads through it are reads of `x` (measured right on 1.19).
         Example('''
             import warp as wp
@@ -120,6 +138,18 @@ class FuncNativeNoAdjoint(Rule):
                 i = wp.tid()
                 square_into(x, out, i)
             '''),
+        # An integer comes back, but the snippet stores into `out`: that store has no adjoint.
+        Example('''
+            import warp as wp
+
+            @wp.func_native("out[tid] = x[tid] * x[tid]; return 1;")
+            def square_counted(x: wp.array(dtype=float), out: wp.array(dtype=float), tid: int) -> int: ...
+
+            @wp.kernel
+            def square(x: wp.array(dtype=float), out: wp.array(dtype=float), count: wp.array(dtype=int)):
+                i = wp.tid()
+                wp.atomic_add(count, 0, square_counted(x, out, i))
+            '''),
         Example('''
             import warp as wp
 
@@ -137,7 +167,8 @@ class FuncNativeNoAdjoint(Rule):
     def check(self, context: FileContext) -> None:
         functions = context.kernels.functions
         for native in functions:
-            if native.kind != "func_native" or _has_adjoint(native) or not _carries_gradient(native) or \
+            if native.kind != "func_native" or _has_adjoint(native) or \
+                    not _carries_gradient(native, _snippet(native, context.triage.tree)) or \
                     _returns_struct(native, context.kernels.structs):
                 continue
             callers = [f for f in functions if f.differentiable and f.kind in ("kernel", "func")
@@ -162,15 +193,19 @@ def _has_adjoint(native: FunctionModel) -> bool:
     return adjoint is not None and not (isinstance(adjoint.value, cst.Name) and adjoint.value.value == "None")
 
 
-def _carries_gradient(native: FunctionModel) -> bool:
+def _carries_gradient(native: FunctionModel, snippet: str | None) -> bool:
     """A parameter that can carry a gradient; False too when a `wp.ref[T]` parameter makes Warp refuse
     the call from a backward kernel (an error, not a silent zero)."""
     if native.node.returns is not None and _is_array(native.node.returns.annotation):
         # It hands back an array: the handle carries the array's own gradient storage, and reads
         # through it are differentiated as reads of that array (measured right on 1.19).
         return False
-    if native.name in native.integer_helpers and not any(p.type.is_array for p in native.params):
-        return False  # an integer result and nothing written: no gradient leaves it (a sort key)
+    arrays = [p.name for p in native.params if p.type.is_array]
+    if native.name in native.integer_helpers and (
+            not arrays or snippet is not None and not any(_stores_into(snippet, array) for array in arrays)):
+        # An integer result and nothing written: no gradient leaves it (a sort key, an array's
+        # address read from `arr.data`).
+        return False
     carries = False
     for param in native.params:
         kind, annotation = param.type.kind, param.type.annotation.replace(" ", "")
@@ -180,6 +215,35 @@ def _carries_gradient(native: FunctionModel) -> bool:
             continue
         carries = True
     return carries
+
+
+def _snippet(native: FunctionModel, tree: ast.Module) -> str | None:
+    """The native snippet's text: a string written in the decorator, or a module-level string
+    constant it names; None where it is neither."""
+    positional = [a for a in native.decorator_args if a.keyword is None]
+    argument = positional[0].value if positional else next(
+        (a.value for a in native.decorator_args if a.keyword is not None and a.keyword.value == "snippet"), None)
+    if isinstance(argument, cst.SimpleString):
+        return argument.evaluated_value if isinstance(argument.evaluated_value, str) else None
+    if isinstance(argument, cst.Name):
+        texts = [statement.value.value for statement in tree.body if isinstance(statement, ast.Assign)
+                 and any(isinstance(t, ast.Name) and t.id == argument.value for t in statement.targets)
+                 and isinstance(statement.value, ast.Constant) and isinstance(statement.value.value, str)]
+        return texts[0] if len(texts) == 1 else None
+    return None
+
+
+def _stores_into(snippet: str, array: str) -> bool:
+    """Whether a C++ statement of the snippet assigns through the array (`arr[i] = v`,
+    `arr.data[i] += v`, `*address(arr, i) = v`) or hands it to an atomic."""
+    name = re.compile(rf"\b{re.escape(array)}\b")
+    for statement in snippet.split(";"):
+        assignment = ASSIGNMENT.search(statement)
+        if assignment and name.search(statement[:assignment.start()]):
+            return True
+        if re.search(rf"atomic_\w+\s*\(\s*&?\s*{re.escape(array)}\b", statement):
+            return True
+    return False
 
 
 def _returns_struct(native: FunctionModel, structs: dict) -> bool:
