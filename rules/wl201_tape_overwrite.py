@@ -442,11 +442,12 @@ class TapeOverwrite(Rule):
                 self._check_loops(context, scope, region, reported)
 
     def _check_window(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
-        reads: dict[str, tuple[HostEvent, ArrayRef]] = {}
+        # every read so far: one in another arm of an `if` than the write does not run with it
+        reads: dict[str, list[tuple[HostEvent, ArrayRef]]] = {}
         for event in scope.events_in(region):
             for write in event.writes:
-                read = reads.get(write.key)
-                if read is not None and not read[0].exclusive_with(event):
+                read = next((r for r in reads.get(write.key, ()) if not r[0].exclusive_with(event)), None)
+                if read is not None:
                     self._report(context, scope, event, write, read, region, reported, "")
             launch = event.launch
             if launch is None or not launch.recorded or not region.same_tape(event.region):
@@ -456,7 +457,7 @@ class TapeOverwrite(Rule):
                 if read.key in written and written[read.key].param != read.param:
                     self._report(context, scope, event, written[read.key], (event, read), region, reported, "same")
                 if launch.needs_value(read, scope.without_gradient):
-                    reads.setdefault(read.key, (event, read))
+                    reads.setdefault(read.key, []).append((event, read))
 
     def _check_loops(self, context, scope: HostScope, region: TapeRegion, reported) -> None:
         """In a loop inside the region, a write early in the body follows the previous iteration's read."""

@@ -160,20 +160,21 @@ class MutationBeforeBackward(Rule):
                 break
         if backward is None:
             return
-        read: dict[str, tuple[HostEvent, ArrayRef]] = {}  # key -> (reader, ref): the region's reads
+        read: dict[str, list[HostEvent]] = {}  # key -> the region's readers, in order
         for event in scope.events_in(region):
             if event.launch is not None and event.launch.recorded:
                 for ref in event.launch.reads(convention=True):
                     if event.launch.needs_value(ref, scope.without_gradient):
-                        read.setdefault(ref.key, (event, ref))
+                        read.setdefault(ref.key, []).append(event)
         for event in scope.events_between(region.end_order + 1, backward.order - 1):
             if event.region is not None or event.location in reported:
                 continue
             for ref in _writes(event):
                 if ref.key not in read or ref.key.endswith(".grad") or ".grad." in ref.key:
                     continue
-                reader, _ = read[ref.key]
-                if reader.exclusive_with(event) or event.exclusive_with(backward):
+                # a reader in another arm of an `if` than the write does not run with it
+                reader = next((r for r in read[ref.key] if not r.exclusive_with(event)), None)
+                if reader is None or event.exclusive_with(backward):
                     continue
                 reported.add(event.location)
                 self._report(context, event, ref, reader, backward,

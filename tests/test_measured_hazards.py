@@ -642,3 +642,52 @@ def test_a_range_over_a_value_captured_from_a_factory_is_unrolled_when_small(tmp
     for n, wrong in ((6, False), (16, False), (17, True)):
         right = n * values ** (n - 1)
         assert np.allclose(module.gradient(n, values), right, rtol=1e-4) != wrong
+
+
+FAST_PATH = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def power4(x, y, scratch, batched):
+    fast = batched and not x.requires_grad
+    if not fast:
+        wp.launch(square, len(x), inputs=[x], outputs=[scratch])
+        wp.launch(square, len(x), inputs=[scratch], outputs=[y])
+        return
+    wp.launch(square, len(x), inputs=[x], outputs=[scratch])
+    wp.launch(square, len(x), inputs=[scratch], outputs=[y])
+    scratch.zero_()  # the scratch is reused by the next batch
+
+
+def gradient(values, batched):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    y = wp.zeros(len(values), dtype=float, requires_grad=True)
+    scratch = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        power4(x, y, scratch, batched)
+    tape.backward(grads={y: wp.ones_like(y)})
+    return x.grad.numpy()
+"""
+
+
+def test_a_path_taken_only_without_gradients_is_not_followed_under_a_tape(tmp_path):
+    """`fast` holds only where `x` needs no gradient, and the code after `if not fast: return`
+    runs only where it holds: under a tape that path never runs, and its zeroing of the scratch
+    (which would break the gradient: measured) is not reported. Without the `requires_grad` test
+    the fast path runs under the tape and WL201 names the zeroing."""
+    assert lint_code(FAST_PATH, select=["WL201"]) == []
+    unguarded = FAST_PATH.replace("fast = batched and not x.requires_grad", "fast = batched")
+    assert [f.message.split("`")[1] for f in lint_code(unguarded, select=["WL201"])] == ["scratch.zero_()"]
+    module = _load_program(FAST_PATH, tmp_path / "fast_path.py")
+    values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
+    assert np.allclose(module.gradient(values, True), 4 * values ** 3, rtol=1e-5)
+    twin = _load_program(unguarded, tmp_path / "fast_path_unguarded.py")
+    assert np.allclose(twin.gradient(values, True), 0.0)

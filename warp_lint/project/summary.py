@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 9
+SUMMARY_VERSION = 10
 
 MODULE_SCOPE = "<module>"
 
@@ -511,22 +511,36 @@ def _name_test(test: ast.AST) -> tuple[str, bool] | None:
     return None
 
 
-def _gradient_test(test: ast.AST) -> tuple[bool | None, bool]:
+def _gradient_test(test: ast.AST, values: dict[str, ast.expr] | None = None, depth: int = 0
+                   ) -> tuple[bool | None, bool]:
     """Whether an `if` test holds only where gradients are required (True), only where they are
     not (False), or says nothing of it (None); and whether it says nothing else (so its `else`
     holds exactly where it does not). `state.requires_grad`, a local `requires_grad`, `not ...`,
-    and `and` with one such operand are read."""
+    and `and` with one such operand are read; ``values``: locals the function assigned before the
+    test (`compact = on_gpu and not contacts.requires_grad`, then `if compact:`)."""
     if isinstance(test, ast.Attribute) and test.attr == "requires_grad" or \
             isinstance(test, ast.Name) and test.id == "requires_grad":
         return True, True
+    if isinstance(test, ast.Name) and values and test.id in values and depth < 4:
+        return _gradient_test(values[test.id], values, depth + 1)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
-        inner, exact = _gradient_test(test.operand)
-        return (None if inner is None else not inner), exact
+        inner, exact = _gradient_test(test.operand, values, depth)
+        # `not (a and not x.requires_grad)` holds where `a` fails too: it says nothing then
+        return (None if inner is None or not exact else not inner), exact
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        known = [value for value in (_gradient_test(v)[0] for v in test.values) if value is not None]
+        known = [value for value in (_gradient_test(v, values, depth)[0] for v in test.values) if value is not None]
         if known and all(value == known[0] for value in known):
             return known[0], False
     return None, False
+
+
+def _else_gradients(test: ast.AST, values: dict[str, ast.expr] | None = None) -> bool | None:
+    """``_gradient_test`` of where the test fails (its `else`): the negation of an exact test, or
+    what the operand of `not` says (`if not compact: continue` leaves the rest to `compact`)."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return _gradient_test(test.operand, values)[0]
+    gradients, exact = _gradient_test(test, values)
+    return (not gradients) if exact and gradients is not None else None
 
 
 def _conditions(test: ast.AST) -> tuple[str, ...]:
@@ -938,11 +952,13 @@ class _OpScanner:
         self.calls = 0
         self.blocks = 0  # numbering for loops and ifs
         self.statement: ast.stmt | None = None
+        # Locals by their last plain assignment so far (`compact = ... and not x.requires_grad`), for
+        # the tests that name them.
+        self.local_values: dict[str, ast.expr] = {}
 
     def scan(self, body: list[ast.stmt]) -> list:
         self.ops = []
-        for statement in body:
-            self.visit_statement(statement)
+        self.visit_block(body)
         return self.ops
 
     # -- values ---------------------------------------------------------------------------
@@ -984,7 +1000,13 @@ class _OpScanner:
         return self.builder.text.loc(node)
 
     def visit_block(self, body: list[ast.stmt]) -> None:
-        for statement in body:
+        for position, statement in enumerate(body):
+            rest = body[position + 1:]
+            if rest and isinstance(statement, ast.If) and not statement.orelse and statement.body and \
+                    isinstance(statement.body[-1], (ast.Return, ast.Continue, ast.Break)):
+                # `if not compact: continue`: what follows runs only where the test fails, as an `else`
+                self.visit_if(statement, rest)
+                return
             self.visit_statement(statement)
 
     def visit_statement(self, statement: ast.stmt) -> None:
@@ -993,11 +1015,19 @@ class _OpScanner:
             value = statement.value
             calls = self.expression(value, "assign") if value is not None else {}
             if isinstance(statement, ast.AugAssign):
+                if isinstance(statement.target, ast.Name):
+                    self.local_values.pop(statement.target.id, None)
                 operator = _AUGMENTED.get(type(statement.op), "?=")
                 self.ops.append(AssignOp(((self.builder.code(statement.target), self.value(value, calls)),),
                                          operator, self.loc(statement), self.loc(statement), self.value(value, calls)))
                 return
             targets = statement.targets if isinstance(statement, ast.Assign) else [statement.target]
+            for target in targets:
+                for name in ast.walk(target):
+                    if isinstance(name, ast.Name):
+                        self.local_values.pop(name.id, None)
+            if len(targets) == 1 and isinstance(targets[0], ast.Name) and value is not None:
+                self.local_values[targets[0].id] = value
             whole = self.value(value, calls) if value is not None else None
             pairs: list[tuple[str, Value | None]] = []
             for target in targets:
@@ -1038,6 +1068,10 @@ class _OpScanner:
             self.visit_block(statement.body)
             self.ops.append(EndWithOp())
         elif isinstance(statement, (ast.For, ast.AsyncFor, ast.While)):
+            if isinstance(statement, (ast.For, ast.AsyncFor)):
+                for name in ast.walk(statement.target):
+                    if isinstance(name, ast.Name):
+                        self.local_values.pop(name.id, None)
             header = statement.iter if isinstance(statement, (ast.For, ast.AsyncFor)) else statement.test
             header_calls = self.expression(header, "other")
             targets: tuple[str, ...] = ()
@@ -1053,27 +1087,7 @@ class _OpScanner:
             if statement.orelse:
                 self.visit_block(statement.orelse)
         elif isinstance(statement, ast.If):
-            self.expression(statement.test, "other")
-            self.blocks += 1
-            number = self.blocks
-            gradients, exact = _gradient_test(statement.test)
-            constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
-            on = _name_test(statement.test)
-            conditions = _conditions(statement.test)
-            requires = _requirements(statement.test)
-            self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant, on=on,
-                                  conditions=conditions, refuses_gradients=bool(
-                                      gradients and conditions and statement.body and
-                                      isinstance(statement.body[-1], ast.Raise)), requires=requires))
-            self.visit_block(statement.body)
-            if statement.orelse:
-                single = requires if len(requires) == 1 and not isinstance(statement.test, ast.BoolOp) else ()
-                self.ops.append(ArmOp(number, 1, (not gradients) if exact and gradients is not None else None,
-                                      dead=constant is not None and bool(constant),
-                                      on=(on[0], not on[1]) if on is not None else None,
-                                      requires=tuple((name, NEGATED[kind]) for name, kind in single)))
-                self.visit_block(statement.orelse)
-            self.ops.append(EndIfOp(number))
+            self.visit_if(statement, statement.orelse)
         elif isinstance(statement, (ast.Try, getattr(ast, "TryStar", ast.Try))):
             self.visit_block(statement.body)
             for handler in statement.handlers:
@@ -1089,6 +1103,33 @@ class _OpScanner:
                 self.visit_block(case.body)
             self.ops.append(EndIfOp(number))
         # definitions are their own scopes; imports, pass, global, delete... hold no operation
+
+    def visit_if(self, statement: ast.If, orelse: list[ast.stmt]) -> None:
+        """An `if`, with ``orelse`` as its `else` part: its own, or the statements after an `if`
+        whose body leaves the block."""
+        self.statement = statement
+        self.expression(statement.test, "other")
+        self.blocks += 1
+        number = self.blocks
+        values = self.local_values
+        gradients, _ = _gradient_test(statement.test, values)
+        constant = statement.test.value if isinstance(statement.test, ast.Constant) else None
+        on = _name_test(statement.test)
+        conditions = _conditions(statement.test)
+        requires = _requirements(statement.test)
+        self.ops.append(ArmOp(number, 0, gradients, dead=constant is not None and not constant, on=on,
+                              conditions=conditions, refuses_gradients=bool(
+                                  gradients and conditions and statement.body and
+                                  isinstance(statement.body[-1], ast.Raise)), requires=requires))
+        self.visit_block(statement.body)
+        if orelse:
+            single = requires if len(requires) == 1 and not isinstance(statement.test, ast.BoolOp) else ()
+            self.ops.append(ArmOp(number, 1, _else_gradients(statement.test, values),
+                                  dead=constant is not None and bool(constant),
+                                  on=(on[0], not on[1]) if on is not None else None,
+                                  requires=tuple((name, NEGATED[kind]) for name, kind in single)))
+            self.visit_block(orelse)
+        self.ops.append(EndIfOp(number))
 
     def expression(self, node: ast.AST, role: str) -> dict[int, int]:
         """Record the `.grad` reads, then the calls (arguments before the call, left to right).
