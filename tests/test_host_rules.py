@@ -539,3 +539,29 @@ def test_an_array_a_helper_makes_afresh_in_each_pass_starts_with_no_gradient():
     hoisted = HELPER_MADE.replace("    def chain(data):\n        a = make_array(data)\n",
                                   "    a = make_array(values[0])\n\n    def chain(data):\n")
     assert codes(hoisted, select=["WL204"]) == ["WL204"]
+
+
+def test_not_of_a_partial_gradient_test_leaves_the_arm_followed():
+    """`not (batched and x.requires_grad)` holds where `batched` is false, with gradients too: the
+    arm is followed under a tape, and its overwrite after a read is reported."""
+    code = """
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+def run(x, y, scratch, batched):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, 3, inputs=[x], outputs=[scratch])
+        wp.launch(square, 3, inputs=[scratch], outputs=[y])
+        if not (batched and x.requires_grad):
+            scratch.zero_()
+    tape.backward(grads={y: wp.ones_like(y)})
+"""
+    assert codes(code, select=["WL201"]) == ["WL201"]
+    assert codes(code.replace("not (batched and x.requires_grad)", "not x.requires_grad"), select=["WL201"]) == []
