@@ -552,3 +552,46 @@ def collide(a: wp.array(dtype=float)):
 """ + recorded_launch("collide")
     found = _findings(tmp_path, {"factories.py": SAME_FACTORY, "sim.py": caller}, report_forward_only=True)
     assert {f.data["context"] for f in found if f.data.get("kernel") == "support"} == {state}
+
+
+PATCHING_FACTORY = """
+import warp as wp
+
+def register(engine, factor: float):
+    @wp.func
+    def user_scale(a: wp.array(dtype=float), i: int):
+        a[i] = a[i] * factor
+
+    engine.collision.user_scale = user_scale
+"""
+
+# The stub the factory's func replaces, and the kernel that calls it: Warp builds the kernel with
+# whatever the module holds under that name by then (measured on 1.19: the patched func runs).
+ENGINE_COLLISION = """
+import warp as wp
+{options}
+
+@wp.func
+def user_scale(a: wp.array(dtype=float), i: int):
+    a[i] = a[i] + 100.0
+
+@wp.kernel
+def scale_all(a: wp.array(dtype=float)):
+    user_scale(a, wp.tid())
+"""
+
+
+@pytest.mark.parametrize(("options", "launch", "state"), [
+    ('wp.set_module_options({"enable_backward": False})', "", "forward-only"),
+    ("", recorded_launch("scale_all"), "differentiated"),
+])
+def test_a_made_func_set_as_a_module_attribute_has_the_callers_of_what_it_replaces(tmp_path, options, launch, state):
+    """`engine.collision.user_scale = user_scale`: the made func runs where `collision`'s own
+    `user_scale` is called, so its context is that caller's: forward-only in a module without
+    backward, differentiated where a tape records the calling kernel."""
+    (tmp_path / "engine").mkdir()
+    (tmp_path / "engine" / "__init__.py").write_text("")
+    files = {"factories.py": PATCHING_FACTORY,
+             "engine/collision.py": ENGINE_COLLISION.format(options=options) + launch}
+    found, why = _contexts(tmp_path, files)["user_scale"]
+    assert found == state and "scale_all" in why

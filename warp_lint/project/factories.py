@@ -63,12 +63,38 @@ class FactoryFlow:
                 return None
             found += [c for c in callers if all(c[0] != f[0] for f in found)]
         for position, attribute in exports:
+            if attribute.startswith("="):
+                callers = self._replaced_callers(attribute[1:])
+                if callers is None:
+                    return None
+                found += [c for c in callers if all(c[0] != f[0] for f in found)]
+                continue
             callers = self._holders_callers(Symbol("function", func.module, enclosing, func.path), position,
                                             attribute, depth=0)
             if callers is None:
                 return None
             found += [c for c in callers if all(c[0] != f[0] for f in found)]
         return found
+
+    def _replaced_callers(self, target: str) -> list[tuple[Symbol, WarpDefinition]] | None:
+        """The callers of the Warp definition that assigning to ``target`` replaces: a module of the
+        project (named by the end of the dotted path before the last name, `_src.collision_sdf` in
+        `mjwarp._src.collision_sdf.user_sdf`) that defines that name. Warp resolves a kernel's calls
+        when it builds the module, so the module's calls reach what was set there. None where no
+        one module of the project holds such a definition."""
+        path, _, name = target.rpartition(".")
+        parts = path.split(".")
+        for start in range(1, len(parts)):
+            suffix = ".".join(parts[start:])
+            modules = [info for module, infos in self.index.modules.items() for info in infos
+                       if module == suffix or module.endswith("." + suffix)]
+            held = [Symbol("warp", info.name, name, info.path) for info in modules
+                    if self.index.warp_definition(Symbol("warp", info.name, name, info.path)) is not None]
+            if len(held) == 1:
+                return self._callers(held[0], name)
+            if held:
+                return None
+        return None
 
     def _holders_callers(self, factory: Symbol, position: int | None, attribute: str,
                          depth: int) -> list[tuple[Symbol, WarpDefinition]] | None:
@@ -412,6 +438,10 @@ def _exports(factory: FunctionSummary, name: str, arguments: bool = False) -> li
                 if value is None or name not in value.names or value.call in passing:
                     continue
                 head, _, attribute = target.partition(".")
+                if value.code == name and head not in returned and target.count(".") >= 2 and \
+                        all(_is_name(part) for part in target.split(".")):
+                    exports.append((None, "=" + target))  # `plugins.collision.user_sdf = user_sdf`
+                    continue
                 if value.code != name or not _is_name(attribute) or head not in returned:
                     return None
                 exports.append((returned[head], "." + attribute))
