@@ -691,3 +691,34 @@ def test_a_path_taken_only_without_gradients_is_not_followed_under_a_tape(tmp_pa
     assert np.allclose(module.gradient(values, True), 4 * values ** 3, rtol=1e-5)
     twin = _load_program(unguarded, tmp_path / "fast_path_unguarded.py")
     assert np.allclose(twin.gradient(values, True), 0.0)
+
+
+PROPAGATE_THROUGH_HELPER = """
+import warp as wp
+
+
+@wp.func
+def squared_at(x: wp.array(dtype=float), k: int):
+    return x[k] * x[k]
+
+
+@wp.kernel
+def propagate(parent: wp.array(dtype=int), child: wp.array(dtype=int), scale: wp.array(dtype=float),
+              x: wp.array(dtype=float)):
+    for j in range(parent.shape[0]):
+        p = parent[j]
+        c = child[j]
+        x[c] = squared_at(x, p) * scale[j]
+"""
+
+
+def test_a_read_through_a_helper_is_at_the_element_its_arguments_name(tmp_path):
+    """The parent's value read inside `squared_at(x, p)` is `x[p]` in the kernel's terms: the write
+    to `x[c]` meets it only where the joint data make `p` and `c` coincide (WL115, measured right over
+    a topological order, wrong otherwise). Read at `c` itself, it is the same element (WL102)."""
+    assert [f.code for f in lint_code(PROPAGATE_THROUGH_HELPER, select=["WL102", "WL115"])] == ["WL115"]
+    same = PROPAGATE_THROUGH_HELPER.replace("squared_at(x, p)", "squared_at(x, c)")
+    assert [f.code for f in lint_code(same, select=["WL102", "WL115"])] == ["WL102"]
+    kernel = _load_kernel(PROPAGATE_THROUGH_HELPER, tmp_path / "propagate_through_helper.py")
+    assert _propagate_error(kernel, [0, 1, 1], [1, 2, 3]) < TOLERANCE
+    assert _propagate_error(kernel, [1, 0, 1], [2, 1, 3]) > 10 * TOLERANCE

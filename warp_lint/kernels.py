@@ -864,16 +864,64 @@ def _propagate_helper_effects(functions: list[FunctionModel], helpers: dict[str,
 
     for function in functions:
         for call in function.helper_calls:
+            elements = _elements_through(call, helpers.get(call.helper, []), _call_effects)
             for array, kinds in _call_effects(call, set()).items():
                 # Reads come before writes within one call: the helper itself owns an
                 # internal read-then-write, so both share the call's order here.
                 for kind in ("read", "accumulate", "write"):
                     if kind in kinds:
-                        function.accesses.append(
-                            ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper,
-                                        loops=call.loops)
-                        )
+                        for element in elements.get((array, kind), [None]):
+                            function.accesses.append(
+                                ArrayAccess(array, kind, call.node, call.statement, call.order, via=call.helper,
+                                            loops=call.loops, element=element)
+                            )
         function.accesses.sort(key=lambda access: access.order)
+
+
+def _elements_through(call: HelperCall, overloads: list[FunctionModel], call_effects
+                      ) -> dict[tuple[str, str], list[tuple[cst.BaseExpression, ...]]]:
+    """(caller's array, kind) -> the elements a helper's own accesses touch, in the caller's terms:
+    `body_qd[parent]` in a helper called as `child_state(..., parent, ..., body_qd)` reads
+    `body_qd[parent]` of the caller's `parent`. Only where every access of that kind is the
+    helper's own (not a nested helper's), each index a literal or a parameter of the helper, and
+    the helper has one definition."""
+    if len(overloads) != 1 or not isinstance(overloads[0], FunctionModel):
+        return {}  # several definitions, or a helper of another file (its effects only)
+    helper = overloads[0]
+    names = [p.name for p in helper.params]
+    passed: dict[str, cst.BaseExpression] = {}
+    for position, argument in enumerate(call.node.args):
+        if argument.star:
+            return {}
+        name = argument.keyword.value if argument.keyword is not None else (
+            names[position] if position < len(names) else None)
+        if name is not None:
+            passed[name] = argument.value
+    rebound = {b.name for b in helper.bindings}
+    nested: set[tuple[str, str]] = set()
+    for inner in helper.helper_calls:
+        for parameter, kinds in call_effects(inner, set()).items():
+            nested |= {(parameter, kind) for kind in kinds}
+    found: dict[tuple[str, str], list[tuple[cst.BaseExpression, ...]]] = {}
+    unknown: set[tuple[str, str]] = set()
+    for access in helper.accesses:
+        if access.via is not None or access.array not in call.arguments:
+            continue
+        key = (call.arguments[access.array], access.kind)
+        element = None
+        if access.element is not None and (access.array, access.kind) not in nested:
+            parts = [passed.get(part.value) if isinstance(part, cst.Name) and part.value not in rebound else
+                     part if isinstance(part, cst.Integer) else None for part in access.element]
+            element = tuple(parts) if all(part is not None for part in parts) else None
+        if element is None:
+            unknown.add(key)
+        elif all(not element_equal(element, other) for other in found.get(key, [])):
+            found.setdefault(key, []).append(element)
+    return {key: elements for key, elements in found.items() if key not in unknown}
+
+
+def element_equal(first: tuple[cst.BaseExpression, ...], second: tuple[cst.BaseExpression, ...]) -> bool:
+    return len(first) == len(second) and all(a.deep_equals(b) for a, b in zip(first, second))
 
 
 ATOMIC_FUNCTIONS = {"atomic_add", "atomic_sub", "atomic_min", "atomic_max"}
