@@ -291,7 +291,10 @@ class DynamicLoopMutation(Rule):
                         f" previous pass {used}: the adjoint replays the loop with its final value and the"
                         f" gradient is wrong; {_fix(name, use, loop)}",
                         affected_versions=loop.affected_versions or None,
-                        data=function.runtime_data(),
+                        # the arrays whose gradients the carried value holds: where every launch
+                        # binds them to arrays without gradients, no gradient is wrong
+                        data={**function.runtime_data(), **({"origins": sorted(flow.origins(name))}
+                                                            if use.indexes is None else {})},
                     )
 
 

@@ -722,3 +722,60 @@ def test_a_read_through_a_helper_is_at_the_element_its_arguments_name(tmp_path):
     kernel = _load_kernel(PROPAGATE_THROUGH_HELPER, tmp_path / "propagate_through_helper.py")
     assert _propagate_error(kernel, [0, 1, 1], [1, 2, 3]) < TOLERANCE
     assert _propagate_error(kernel, [1, 0, 1], [2, 1, 3]) > 10 * TOLERANCE
+
+
+SETTLE = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def settle(x: wp.array(dtype=float), damping: wp.array(dtype=float), out: wp.array(dtype=float), steps: int):
+    i = wp.tid()
+    v = x[i]
+    d = float(1.0)
+    for k in range(steps):
+        d = d * (1.0 - damping[0])
+        v = v + 0.1 * x[i]
+    out[i] = v * d
+
+
+def gradients(values, damping_value, damping_grad):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    damping = wp.full(1, damping_value, dtype=float, requires_grad=damping_grad)
+    out = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(settle, len(values), inputs=[x, damping], outputs=[out, 20])
+    tape.backward(grads={out: wp.ones_like(out)})
+    return x.grad.numpy(), (damping.grad.numpy() if damping_grad else None)
+
+
+def fixed_damping(values):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    damping = wp.full(1, 0.05, dtype=float)
+    out = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(settle, len(values), inputs=[x, damping], outputs=[out, 20])
+    tape.backward(grads={out: wp.ones_like(out)})
+"""
+
+
+def test_a_loop_carried_gradient_of_arrays_without_gradients_is_not_reported(tmp_path):
+    """WL104 on `d` is about the gradient `d` carries, that of `damping` (measured wrong: -8.49
+    against -22.64). Where every recorded launch binds `damping` to an array allocated without
+    `requires_grad`, that gradient does not exist: WL104 is not reported. The stale `d` after the
+    loop still breaks `x`'s gradient (3.0 against 1.075, either way): WL107 says so."""
+    fixed = SETTLE[:SETTLE.index("def gradients")] + SETTLE[SETTLE.index("def fixed_damping"):]
+    assert [f.code for f in lint_code(fixed, select=["WL104", "WL107"])] == ["WL107"]
+    assert [f.code for f in lint_code(fixed, select=["WL104"])] == []
+    learned = fixed.replace("wp.full(1, 0.05, dtype=float)", "wp.full(1, 0.05, dtype=float, requires_grad=True)")
+    assert [f.code for f in lint_code(learned, select=["WL104"])] == ["WL104"]
+    module = _load_program(SETTLE, tmp_path / "settle.py")
+    values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
+    x_grad, damping_grad = module.gradients(values, 0.05, True)
+    right_damping = float((values * 3.0 * -20 * 0.95 ** 19).sum())
+    assert not np.isclose(damping_grad[0], right_damping, rtol=1e-2)
+    assert not np.allclose(x_grad, 0.95 ** 20 * 3.0, rtol=1e-2)
+    assert np.allclose(module.gradients(values, 0.05, False)[0], x_grad)

@@ -523,18 +523,27 @@ class Dataflow:
 
     def origin(self, name: str) -> str | None:
         """An input whose gradient ``name`` carries, for messages: an array or a func argument."""
-        sources = {"@" + a for a in self.arrays} | {p for p in self.params if self._source_param(p)}
-        for source in sorted(sources):
+        found = self.origins(name, every_array=True)
+        return min(found, key=lambda source: (source not in self.arrays, source)) if found else None
+
+    def origins(self, name: str, every_array: bool = False) -> frozenset[str]:
+        """Every input whose gradient ``name`` carries: float array parameters (``every_array``:
+        integer ones too) by name, and a func's float arguments."""
+        sources = {"@" + a for a in self.arrays if every_array or self._differentiable(a)} | {
+            p for p in self.params if self._source_param(p)}
+        found = set()
+        for source in sources:
             seen, pending = {source}, [source]
             while pending:
                 current = pending.pop()
                 if current == name:
-                    return source.lstrip("@")
+                    found.add(source.lstrip("@"))
+                    break
                 for target in self.edges.get(current, ()):
                     if target not in seen:
                         seen.add(target)
                         pending.append(target)
-        return None
+        return frozenset(found)
 
     def linear_derivatives(self, names: set[str]) -> set[str]:
         """``names`` and every local computed from them by linear operations only."""

@@ -50,9 +50,16 @@ def explain(workspace: Workspace, path: str, line: int, findings: list[Finding],
     on_line = [f for f in findings if f.path == path and f.start.line <= line <= f.end.line]
     if not on_line:
         parts.append(f"no finding on line {line}")
+    definition_state = workspace.model.context_of(definition).state if definition is not None else None
     for finding in on_line:
         parts.append(f"{finding.code} {finding.name} ({_where(finding.path, finding.start.line, root)}):"
                      f" {finding.message}")
+        state = finding.data.get("context")
+        if state and state != definition_state:
+            # a finding's own context: the gradient it is about may exist nowhere (``finding_context``)
+            parts.append(f"  this finding: {state}, because {finding.data.get('context_reason', '')}")
+            if state not in DEFAULT_REPORTED:
+                parts.append(f"  it is not reported by default (`--report-contexts {state}` adds it)")
         for related in finding.related:
             parts.append(f"  - {related.message} at {_where(related.path, related.start.line, root)}")
     return "\n".join(parts) + "\n"

@@ -872,6 +872,48 @@ class ProjectModel(FactoryFlow):
                     calls.setdefault(code.rsplit(".", 1)[-1], []).append((definition, code))
         return calls
 
+    def finding_context(self, definition: WarpDefinition, origins: Iterable[str] | None) -> DifferentiationContext:
+        """``context_of`` for a finding in the definition whose wrong gradient would be that of the
+        kernel's array parameters ``origins`` (None: any): forward-only where every recorded launch
+        binds them to arrays without gradients."""
+        context = self.context_of(definition)
+        if context.state != DIFFERENTIATED or not origins or definition.kind != "kernel":
+            return context
+        free = self.without_gradients_in_every_launch(definition.symbol, origins)
+        if free is None:
+            return context
+        where, allocations = free
+        named = ", ".join(f"`{a.name}` ({_where(a.location)})" for a in allocations[:3])
+        listed = ", ".join(f"`{origin}`" for origin in origins)
+        return DifferentiationContext(FORWARD_ONLY, f"the gradient at stake is that of {listed}, and every recorded"
+                                                    f" launch (first at {_where(where)}) binds it to an array"
+                                                    f" allocated without `requires_grad`: {named}",
+                                      launches=context.launches)
+
+    def without_gradients_in_every_launch(self, kernel: Symbol, params: Iterable[str]
+                                          ) -> tuple[Location, list[HostEvent]] | None:
+        """Where a finding's gradient is that of some of the kernel's array parameters (``params``):
+        the first recorded launch and the allocations, when every recorded launch of the kernel
+        binds each of them to an array allocated without `requires_grad` (a delay counter made with
+        `wp.zeros(1)`): no gradient of theirs exists to be wrong. None where one may, or where no
+        recorded launch names the kernel."""
+        self._recorded  # the recordings, made once
+        first, allocations = None, []
+        for recording in self._recordings.values():
+            for symbol, event in recording.launch_symbols:
+                if symbol != kernel or event.launch is None or not event.launch.recorded:
+                    continue
+                bound = {ref.param: ref for ref in event.launch.refs}
+                for param in params:
+                    ref = bound.get(param)
+                    allocation = recording.scope.allocated_without_gradients(ref.key) \
+                        if ref is not None and ref.key else None
+                    if allocation is None:
+                        return None
+                    allocations.append(allocation)
+                first = first or event.location
+        return (first, allocations) if first is not None else None
+
     def launch_sites(self, kernel: Symbol) -> tuple[Location, ...]:
         """Where the project launches ``kernel`` (resolved without a caller)."""
         return self._launch_sites.get(kernel, ())
