@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from warp_lint.context import FileContext
 from warp_lint.dataflow import dataflow_of
+from warp_lint.kernel_facts import guard_data
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
 
@@ -293,8 +294,8 @@ class DynamicLoopMutation(Rule):
                         affected_versions=loop.affected_versions or None,
                         # the arrays whose gradients the carried value holds: where every launch
                         # binds them to arrays without gradients, no gradient is wrong
-                        data={**function.runtime_data(), **({"origins": sorted(flow.origins(name))}
-                                                            if use.indexes is None else {})},
+                        data={**function.runtime_data(), **guard_data(function, loop.branches),
+                              **({"origins": sorted(flow.origins(name))} if use.indexes is None else {})},
                     )
 
 

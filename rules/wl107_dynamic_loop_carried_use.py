@@ -4,6 +4,7 @@ import libcst as cst
 
 from warp_lint.context import FileContext
 from warp_lint.dataflow import INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
+from warp_lint.kernel_facts import guard_data
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
 
@@ -236,7 +237,7 @@ class DynamicLoopCarriedUse(Rule):
             f"{subject}: the backward pass sees the value from before the loop and the gradient is inf/NaN or"
             f" wrong; return the loop's results from a @wp.func and {fix}",
             affected_versions=loop.affected_versions or None,
-            data=function.runtime_data(),
+            data={**function.runtime_data(), **guard_data(function, loop.branches)},
         )
 
 

@@ -779,3 +779,52 @@ def test_a_loop_carried_gradient_of_arrays_without_gradients_is_not_reported(tmp
     assert not np.isclose(damping_grad[0], right_damping, rtol=1e-2)
     assert not np.allclose(x_grad, 0.95 ** 20 * 3.0, rtol=1e-2)
     assert np.allclose(module.gradients(values, 0.05, False)[0], x_grad)
+
+
+WEIGHTED_POWER = """
+import numpy as np
+import warp as wp
+
+
+@wp.func
+def power(x: float, weights: wp.array(dtype=float), n: int):
+    p = float(1.0)
+    if weights:
+        for k in range(n):
+            p = p * x * weights[k]
+    return p
+
+
+@wp.kernel
+def apply(x: wp.array(dtype=float), weights: wp.array(dtype=float), out: wp.array(dtype=float), n: int):
+    i = wp.tid()
+    out[i] = x[i] * power(x[i], weights, n)
+
+
+def gradient(values, weights):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    out = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(apply, len(values), inputs=[x, WEIGHTS], outputs=[out, 3])
+    tape.backward(grads={out: wp.ones_like(out)})
+    return x.grad.numpy()
+"""
+
+
+def test_a_loop_in_an_arm_no_recorded_launch_runs_is_not_reported(tmp_path):
+    """`power` carries `p` through a dynamic loop only `if weights:`; the recorded launch passes
+    `None` for the kernel's `weights`, which `apply` hands on to `power`: the loop never runs there
+    (measured: the gradient is right), and WL104 is not reported. Passing an array runs it
+    (measured wrong), and WL104 is reported."""
+    unweighted = WEIGHTED_POWER.replace("WEIGHTS", "None")
+    assert lint_code(unweighted, select=["WL104"]) == []
+    weighted = WEIGHTED_POWER.replace("WEIGHTS", "weights")
+    assert [f.code for f in lint_code(weighted, select=["WL104"])] == ["WL104"]
+    values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
+    module = _load_program(unweighted, tmp_path / "unweighted_power.py")
+    assert np.allclose(module.gradient(values, None), 1.0)
+    module = _load_program(weighted.replace("def gradient(values, weights):",
+                                            "def gradient(values, weights):\n    weights = wp.full(3, 1.0, dtype=float)"),
+                           tmp_path / "weighted_power.py")
+    assert not np.allclose(module.gradient(values, None), 4 * values ** 3, rtol=1e-2)

@@ -270,12 +270,16 @@ class Launch:
         return dict(zip([p.name for p in self.kernel.params], self.inputs + self.outputs))
 
     @property
+    def literals(self) -> dict[str, object]:
+        """Kernel parameter -> the literal this launch binds it to, where it binds one."""
+        return {self.refs[position].param: value for position, value in self.argument_literals.items()
+                if position < len(self.refs) and self.refs[position].param}
+
+    @property
     def effects(self) -> dict[str, frozenset[str]]:
         """The kernel's effects on its array parameters in this launch: an access guarded by an `if`
         on a parameter this launch binds to a literal that fails it is not made."""
-        literals = {self.refs[position].param: value for position, value in self.argument_literals.items()
-                    if position < len(self.refs) and self.refs[position].param}
-        return self.kernel.effects_with(literals)
+        return self.kernel.effects_with(self.literals)
 
     def reads(self, convention: bool = False) -> list[ArrayRef]:
         """The array arguments the kernel reads. Unknown kernel: `inputs=` with ``convention``, else none."""

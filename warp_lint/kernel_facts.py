@@ -56,6 +56,9 @@ class KernelFacts:
     # of an `if` on a parameter (`if emit_large:`): a launch that binds the parameter to a literal
     # failing a guard never makes that access.
     effect_guards: dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]] = dataclasses.field(default_factory=dict)
+    # Helper (a `@wp.func` of this file) -> for each call of it, its parameters this function passes
+    # its own parameters to, as they are (`compute(..., joint_qdd, ...)`): helper -> own parameter.
+    passed_parameters: dict[str, tuple[dict[str, str], ...]] = dataclasses.field(default_factory=dict)
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -79,6 +82,25 @@ class KernelFacts:
 Guard = tuple[str, str, object, bool]
 
 
+def fails(guard: Guard, literals: dict[str, object]) -> bool:
+    """Whether the literals bound to the kernel's parameters make the guard's test come out the
+    other way (`if joint_qdd:` with `None` passed)."""
+    return _fails(guard, literals)
+
+
+def guards_of(function: FunctionModel, branches) -> tuple[Guard, ...]:
+    """What the `if` arms ``branches`` (a fact's, outermost first) need of the function's parameters."""
+    tested = {p.name for p in function.params} - {b.name for b in function.bindings}
+    return tuple(guard for branch in branches for guard in _conditions(branch.node.test, branch.arm == 0, tested))
+
+
+def guard_data(function: FunctionModel, branches) -> dict:
+    """A finding's ``guards`` (data): what the arms around the code it is about need of the
+    function's parameters, so that the project model can tell whether any recorded launch runs it."""
+    guards = guards_of(function, branches)
+    return {"guards": [list(guard) for guard in guards]} if guards else {}
+
+
 def _fails(guard: Guard, literals: dict[str, object]) -> bool:
     param, test, constant, outcome = guard
     if param not in literals:
@@ -94,13 +116,33 @@ def _fails(guard: Guard, literals: dict[str, object]) -> bool:
 def effect_guards(function: FunctionModel) -> dict[str, tuple[tuple[str, tuple[Guard, ...]], ...]]:
     """For each array parameter with an access inside an arm of an `if` on a parameter the
     function never rebinds, every access's kind with the guards around it."""
-    tested = {p.name for p in function.params} - {b.name for b in function.bindings}
     found: dict[str, list[tuple[str, tuple[Guard, ...]]]] = {}
     for access in function.accesses:
-        guards = tuple(guard for branch in access.branches
-                       for guard in _conditions(branch.node.test, branch.arm == 0, tested))
-        found.setdefault(access.array, []).append((access.kind, guards))
+        found.setdefault(access.array, []).append((access.kind, guards_of(function, access.branches)))
     return {array: tuple(accesses) for array, accesses in found.items() if any(g for _, g in accesses)}
+
+
+def passed_parameters(function: FunctionModel, index: KernelIndex) -> dict[str, tuple[dict[str, str], ...]]:
+    """For each call of a helper of this file: the helper's parameters bound to this function's own
+    parameters, passed as they are (the name of a parameter the function never rebinds)."""
+    own = {p.name for p in function.params} - {b.name for b in function.bindings}
+    found: dict[str, list[dict[str, str]]] = {}
+    for site in function.calls:
+        call = site.node
+        if not isinstance(call.func, cst.Name):
+            continue
+        helpers = index.by_name(call.func.value)
+        if len(helpers) != 1:
+            continue
+        names = [p.name for p in helpers[0].params]
+        bound = {}
+        for position, argument in enumerate(call.args):
+            name = argument.keyword.value if argument.keyword is not None else (
+                names[position] if position < len(names) and not argument.star else None)
+            if name is not None and isinstance(argument.value, cst.Name) and argument.value.value in own:
+                bound[name] = argument.value.value
+        found.setdefault(call.func.value, []).append(bound)
+    return {helper: tuple(calls) for helper, calls in found.items()}
 
 
 def _conditions(test: cst.BaseExpression, outcome: bool, tested: set[str]) -> tuple[Guard, ...]:
@@ -150,7 +192,7 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable, _gradient_writes(function, names, index), function.replayed,
-                       partners, effect_guards(function))
+                       partners, effect_guards(function), passed_parameters(function, index))
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,

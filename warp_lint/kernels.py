@@ -100,6 +100,7 @@ class Loop:
     start_order: int = 0
     end_order: int = 0
     parent: Loop | None = None
+    branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
 
 
 @dataclasses.dataclass(frozen=True)
@@ -523,7 +524,8 @@ class _BodyScanner:
 
     def loop(self, node: cst.For | cst.While) -> None:
         dynamic, reason, affected = self._loop_kind(node)
-        loop = Loop(node, dynamic, reason, affected, self.order + 1, parent=self.loops[-1] if self.loops else None)
+        loop = Loop(node, dynamic, reason, affected, self.order + 1, parent=self.loops[-1] if self.loops else None,
+                    branches=tuple(self.branches))
         self.model.loops.append(loop)
         if isinstance(node, cst.For):
             for target in walk(node.target):

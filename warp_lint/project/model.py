@@ -44,7 +44,7 @@ from warp_lint.host import (
     Location,
     looks_like_tape,
 )
-from warp_lint.kernel_facts import KernelFacts
+from warp_lint.kernel_facts import Guard, KernelFacts, fails
 from warp_lint.project.contexts import (
     DIFFERENTIATED,
     FORWARD_ONLY,
@@ -872,12 +872,21 @@ class ProjectModel(FactoryFlow):
                     calls.setdefault(code.rsplit(".", 1)[-1], []).append((definition, code))
         return calls
 
-    def finding_context(self, definition: WarpDefinition, origins: Iterable[str] | None) -> DifferentiationContext:
+    def finding_context(self, definition: WarpDefinition, origins: Iterable[str] | None,
+                        guards: Iterable[Guard] | None = None) -> DifferentiationContext:
         """``context_of`` for a finding in the definition whose wrong gradient would be that of the
-        kernel's array parameters ``origins`` (None: any): forward-only where every recorded launch
-        binds them to arrays without gradients."""
+        kernel's array parameters ``origins`` (None: any), about code that runs only where the
+        definition's parameters pass ``guards``: forward-only where every recorded launch binds
+        the origins to arrays without gradients, or binds a guarded parameter to a literal that
+        fails its guard (`if joint_qdd:` with `None` passed)."""
         context = self.context_of(definition)
-        if context.state != DIFFERENTIATED or not origins or definition.kind != "kernel":
+        if context.state != DIFFERENTIATED:
+            return context
+        if guards:
+            skipped = self._guarded_out(definition, [tuple(guard) for guard in guards])
+            if skipped is not None:
+                return DifferentiationContext(FORWARD_ONLY, skipped, launches=context.launches)
+        if not origins or definition.kind != "kernel":
             return context
         free = self.without_gradients_in_every_launch(definition.symbol, origins)
         if free is None:
@@ -890,6 +899,14 @@ class ProjectModel(FactoryFlow):
                                                     f" allocated without `requires_grad`: {named}",
                                       launches=context.launches)
 
+    def _recorded_launches(self, kernel: Symbol) -> Iterator[tuple[HostScope, HostEvent]]:
+        """Every recorded launch that names the kernel, with its recording."""
+        self._recorded  # the recordings, made once
+        for recording in self._recordings.values():
+            for symbol, event in recording.launch_symbols:
+                if symbol == kernel and event.launch is not None and event.launch.recorded:
+                    yield recording.scope, event
+
     def without_gradients_in_every_launch(self, kernel: Symbol, params: Iterable[str]
                                           ) -> tuple[Location, list[HostEvent]] | None:
         """Where a finding's gradient is that of some of the kernel's array parameters (``params``):
@@ -897,22 +914,54 @@ class ProjectModel(FactoryFlow):
         binds each of them to an array allocated without `requires_grad` (a delay counter made with
         `wp.zeros(1)`): no gradient of theirs exists to be wrong. None where one may, or where no
         recorded launch names the kernel."""
-        self._recorded  # the recordings, made once
         first, allocations = None, []
-        for recording in self._recordings.values():
-            for symbol, event in recording.launch_symbols:
-                if symbol != kernel or event.launch is None or not event.launch.recorded:
-                    continue
-                bound = {ref.param: ref for ref in event.launch.refs}
-                for param in params:
-                    ref = bound.get(param)
-                    allocation = recording.scope.allocated_without_gradients(ref.key) \
-                        if ref is not None and ref.key else None
-                    if allocation is None:
-                        return None
-                    allocations.append(allocation)
-                first = first or event.location
+        for scope, event in self._recorded_launches(kernel):
+            bound = {ref.param: ref for ref in event.launch.refs}
+            for param in params:
+                ref = bound.get(param)
+                allocation = scope.allocated_without_gradients(ref.key) if ref is not None and ref.key else None
+                if allocation is None:
+                    return None
+                allocations.append(allocation)
+            first = first or event.location
         return (first, allocations) if first is not None else None
+
+    def _guarded_out(self, definition: WarpDefinition, guards: list[Guard]) -> str | None:
+        """Why no recorded launch runs code guarded by ``guards`` (on the definition's parameters),
+        in words; None where one may. A func's guards are followed to the kernels that call it
+        directly and pass their own parameters on; any other caller may run it."""
+        if definition.kind == "kernel":
+            paths = [(definition.symbol, guards)]
+        else:
+            paths = []
+            name = definition.summary.name
+            for caller, caller_definition in self._callers(definition.symbol, name):
+                facts = self.facts_of(caller)
+                if caller_definition.kind != "kernel" or facts is None or name not in facts.passed_parameters:
+                    return None
+                for passed in facts.passed_parameters[name]:
+                    paths.append((caller, [(passed[g[0]], *g[1:]) for g in guards if g[0] in passed]))
+        if not paths:
+            return None
+        first = None
+        for kernel, translated in paths:
+            launches = list(self._recorded_launches(kernel))
+            if not launches:
+                return None  # differentiated some other way (a gradient check, a launch not named here)
+            for _, event in launches:
+                failing = next((g for g in translated if fails(g, event.launch.literals)), None)
+                if failing is None:
+                    return None
+                first = first or (kernel, failing, event)
+        if first is None:
+            return None
+        kernel, (param, test, constant, outcome), event = first
+        literal = event.launch.literals[param]
+        equal = (test == "==") == outcome
+        need = ("true" if outcome else "false") if test == "truth" else \
+            f"{'equal to' if equal else 'other than'} {constant!r}"
+        return (f"the code it is about runs only where `{param}` of `{kernel.qualname}` is {need}, and every recorded"
+                f" launch passes {literal!r} for it (first at {_where(event.location)})")
 
     def launch_sites(self, kernel: Symbol) -> tuple[Location, ...]:
         """Where the project launches ``kernel`` (resolved without a caller)."""
