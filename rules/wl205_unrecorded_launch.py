@@ -20,8 +20,9 @@ class UnrecordedLaunch(Rule):
     matching), or writes no float array, carries no gradient to it, so an integer output (counts,
     pairs, match indices) does not reach the loss. Of a chain of recorded launches without backward
     (a backup and a gather of contact records), the first is reported: a launch whose every
-    gradient-carrying input is written earlier on the tape only by recorded launches that pass
-    none back themselves (backward disabled, or storing counts and flags) is cut upstream already.
+    gradient-carrying input is written earlier on the tape only by launches that pass none back
+    themselves (backward disabled, storing counts and flags, or, for a recorded launch, not
+    recorded) is cut upstream already.
     `record_tape=False` is reported on the launch; a disabled backward on the decorator,
     `set_module_options` or `wp.config` line that disables it (once per line), naming the launch.
 
@@ -183,8 +184,11 @@ class UnrecordedLaunch(Rule):
         back either (their backward disabled, or storing values that carry no gradient). The chain
         is then cut upstream, at a launch whose output reaches the loss through this one, and that
         is the one reported (a gather of contact records that a backward-disabled backup copied).
-        A `record_tape=False` writer does not count: its own output reaches the loss only through
-        this launch, which is not followed, so it is not reported itself."""
+        A `record_tape=False` writer cuts the chain too when this launch is recorded: the chain
+        starts there, and that writer is reported itself where its output reaches the loss through
+        this launch; a stage left unrecorded on purpose (a narrow phase whose records are constants
+        to the gradient) loses nothing more at the backup after it. Under an unrecorded launch it
+        does not: its output reaches the loss only through this one, which is reported."""
         launch = launch_event.launch
         reads = [r for r in launch.reads(convention=True) if launch.passes_gradient(r)]
         if not reads:
@@ -193,8 +197,8 @@ class UnrecordedLaunch(Rule):
                    and region.same_tape(e.region)]
         for ref in reads:
             writers = [(e, w) for e in on_tape for w in e.launch.writes(convention=True) if w.key == ref.key]
-            if not writers or any(not e.launch.recorded or e.launch.differentiable and e.launch.writes_gradient(w)
-                                  for e, w in writers):
+            if not writers or any(e.launch.differentiable and e.launch.writes_gradient(w) if e.launch.recorded
+                                  else not launch.recorded for e, w in writers):
                 return False
             if any(ref.key in {w.key for w in e.writes} for e in scope.events
                    if e.launch is None and region.start_order <= e.order < launch_event.order):

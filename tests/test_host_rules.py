@@ -565,3 +565,15 @@ def run(x, y, scratch, batched):
 """
     assert codes(code, select=["WL201"]) == ["WL201"]
     assert codes(code.replace("not (batched and x.requires_grad)", "not x.requires_grad"), select=["WL201"]) == []
+
+
+def test_wl205_a_recorded_kernel_without_backward_after_an_unrecorded_launch_is_not_reported_again():
+    """`square` (unrecorded) starts the chain and is reported; `gather`, recorded but without
+    backward, reads only what `square` wrote: fixing it alone would pass nothing back."""
+    code = COPY_CHAIN.format(keyword="").replace(
+        "wp.launch(backup, 3, inputs=[x], outputs=[scratch])",
+        "wp.launch(square, 3, inputs=[x], outputs=[scratch], record_tape=False)").replace(
+        "@wp.kernel(enable_backward=False)\ndef backup", "@wp.kernel\ndef backup")
+    found = lint_code(code, select=["WL205"])
+    assert [("record_tape=False" in f.message, "`gather`" in f.message) for f in found] == [(True, False)]
+
