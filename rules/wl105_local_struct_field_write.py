@@ -3,7 +3,8 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
-from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, gradient_free
+from warp_lint.dataflow import gradient_free
+from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding
 from warp_lint.rule import Example, Rule
 
 

@@ -5,7 +5,8 @@ import re
 import libcst as cst
 
 from warp_lint.context import FileContext
-from warp_lint.kernels import ArrayAccess, FunctionModel, gradient_free, mutually_exclusive
+from warp_lint.dataflow import gradient_free
+from warp_lint.kernels import ArrayAccess, FunctionModel, mutually_exclusive
 from warp_lint.rule import Example, Rule
 
 

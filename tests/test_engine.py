@@ -395,7 +395,8 @@ class TestBadInput:
         assert [f.code for f in found] == ["E999"]
 
     def test_undecodable_bytes_are_reported(self):
-        from warp_lint.engine import FileSettings, lint_bytes
+        from warp_lint.engine import FileSettings
+        from warp_lint.workspace import lint_bytes
 
         result = lint_bytes("bad.py", b"import warp\nx = '\xff\xfe'\n", FileSettings(("WL102",), ""))
         assert [(f.code, f.start.line) for f in result.findings] == [("E902", 2)]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from warp_lint.engine import FileSettings, lint_source
+from warp_lint.engine import FileSettings
+from warp_lint.workspace import lint_source
 from warp_lint.finding import finding_to_dict
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceError, decode_source

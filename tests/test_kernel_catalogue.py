@@ -8,8 +8,9 @@ import textwrap
 import libcst as cst
 import pytest
 
+from warp_lint.dataflow import gradient_free
 from warp_lint.finding import Applicability
-from warp_lint.kernels import build_kernel_index, gradient_free, mutually_exclusive
+from warp_lint.kernels import build_kernel_index, mutually_exclusive
 from warp_lint.module_options import build_module_options
 from warp_lint.names import WarpNames
 from warp_lint.registry import all_rules

@@ -48,3 +48,38 @@ def test_only_the_entry_point_imports_the_command_line(module):
 def test_faces_do_not_import_each_other(face):
     others = [f for f in FACES if not face.startswith(f)]
     assert not {i for i in MODULES[face] if any(i.startswith(o) for o in others)}
+
+
+def _runtime_imports(path: Path) -> set[str]:
+    """The warp_lint modules a module imports when it runs: at its top or inside functions, but not
+    under `if TYPE_CHECKING:` (annotations only)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {id(node) for statement in tree.body if isinstance(statement, ast.If)
+                   and "TYPE_CHECKING" in ast.unparse(statement.test) for node in ast.walk(statement)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name.startswith("warp_lint")}
+
+
+def test_no_module_imports_one_that_imports_it_back():
+    """No import cycle, not even through an import inside a function (the kernel model and its
+    dataflow, the engine and the workspace once had one each)."""
+    graph = {module_name(p): _runtime_imports(p) & set(MODULES) for p in sorted(PACKAGE.rglob("*.py"))}
+    cycles = []
+    for start in graph:
+        stack, seen = [(start, (start,))], set()
+        while stack:
+            module, path = stack.pop()
+            for imported in graph[module] - {module}:
+                if imported == start:
+                    cycles.append(path + (start,))
+                elif imported not in seen:
+                    seen.add(imported)
+                    stack.append((imported, path + (imported,)))
+    assert not cycles, f"import cycles: {sorted(set(' -> '.join(c) for c in cycles))[:5]}"

@@ -7,10 +7,11 @@ import codecs
 
 import pytest
 
-from warp_lint.engine import FileSettings, lint_bytes, lint_source
+from warp_lint.engine import FileSettings
 from warp_lint.fixer import ConcurrentModification, applicable, apply_fixes, write_atomically
 from warp_lint.registry import all_rules
 from warp_lint.source import decode_source
+from warp_lint.workspace import lint_bytes, lint_source
 from warp_lint.testing import fix_code, lint_code
 
 FIXABLE = """# -*- coding: latin-1 -*-

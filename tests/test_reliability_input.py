@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from warp_lint.cli import main
-from warp_lint.engine import FileSettings, lint_bytes
+from warp_lint.engine import FileSettings
+from warp_lint.workspace import lint_bytes
 from warp_lint.registry import all_rules
 
 KERNEL = "import warp as wp\n\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = a[i] * a[i]\n"

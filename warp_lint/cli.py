@@ -166,7 +166,7 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
             if result.source is None or not applicable(result.findings, arguments.unsafe_fixes):
                 continue
             settings = options.settings_for(Path(result.path))
-            new_result, count = fix_until_stable(result, settings, arguments.unsafe_fixes,
+            new_result, count = fix_until_stable(result, arguments.unsafe_fixes,
                                                  relint=lambda source, s=settings: workspace.lint_source(source, s))
             if not count:
                 continue

@@ -829,3 +829,10 @@ def _stored_value(callee: str | None, node: cst.Call) -> cst.BaseExpression | No
             len(positional) == 2 or isinstance(positional[2], cst.Tuple)):
         return positional[1]
     return positional[-1]
+
+
+def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames) -> bool:
+    """Whether ``node`` carries no gradient anyone can observe: nothing active flows into its value
+    (literals, module constants, loop counters, a kernel's scalar arguments, shapes, integers, and
+    locals computed only from these)."""
+    return dataflow_of(function, names).free(node)

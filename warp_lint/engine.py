@@ -173,23 +173,6 @@ def analyse_source(source: SourceFile, settings: FileSettings, kernels: bool = T
     return analysis
 
 
-def lint_source(source: SourceFile, settings: FileSettings) -> FileResult:
-    """Lint one file on its own: the file is its whole project (snippets, tests, a fix's re-lint)."""
-    from warp_lint.workspace import Workspace
-
-    analysis = analyse_source(source, settings)  # alone: no other file's helpers to follow
-    return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
-
-
-def lint_bytes(path: str, raw: bytes, settings: FileSettings) -> FileResult:
-    analysis = analyse_bytes(path, raw, settings)
-    if analysis.summary is None:
-        return finalize(analysis.source, path, analysis.findings, settings)
-    from warp_lint.workspace import Workspace
-
-    return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
-
-
 def _syntax_error(path: str, error: SyntaxError) -> Finding:
     line = error.lineno or 1
     column = error.offset or 1
@@ -288,12 +271,11 @@ def _directive_removal(lines: list[str], directive) -> Edit:
 MAX_FIX_PASSES = 10
 
 
-def fix_until_stable(result: FileResult, settings: FileSettings, unsafe: bool,
-                     relint: Callable[[SourceFile], FileResult] | None = None) -> tuple[FileResult, int]:
+def fix_until_stable(result: FileResult, unsafe: bool,
+                     relint: Callable[[SourceFile], FileResult]) -> tuple[FileResult, int]:
     """Apply fixes and re-lint until nothing fixable is left (at most MAX_FIX_PASSES passes).
 
-    ``relint`` lints the fixed text the way ``result`` was linted (in its project); by default the
-    file alone. Returns the result for the fixed text (its ``source.text`` is that text) and how
+    ``relint`` lints the fixed text the way ``result`` was linted (in its project). Returns the result for the fixed text (its ``source.text`` is that text) and how
     many findings the fixes resolved. Writes nothing: the CLI writes atomically, the editor sends
     edits.
     """
@@ -311,6 +293,6 @@ def fix_until_stable(result: FileResult, settings: FileSettings, unsafe: bool,
             break
         total += count
         fixed_source = dataclasses.replace(source, text=text)
-        current = relint(fixed_source) if relint is not None else lint_source(fixed_source, settings)
+        current = relint(fixed_source)
         current.source = fixed_source
     return current, total

@@ -792,15 +792,6 @@ class _BodyScanner:
         return dynamic, reason, ""
 
 
-def gradient_free(function: FunctionModel, node: cst.CSTNode, names: WarpNames) -> bool:
-    """Whether ``node`` carries no gradient anyone can observe: nothing active flows into its value
-    (literals, module constants, loop counters, a kernel's scalar arguments, shapes, integers, and
-    locals computed only from these; see ``warp_lint.dataflow``)."""
-    from warp_lint.dataflow import dataflow_of
-
-    return dataflow_of(function, names).free(node)
-
-
 _ONE_DIM = Param("", ParamType("array", "", 1), None)  # type: ignore[arg-type]
 
 

@@ -210,7 +210,7 @@ class Projects:
         if result.source is None or not applicable(result.findings, False):
             return None
         workspace = self.workspace_of(path)
-        fixed, count = fix_until_stable(result, settings, unsafe=False,
+        fixed, count = fix_until_stable(result, unsafe=False,
                                         relint=lambda source: workspace.lint_source(source, settings))
         self.lint(path, text, settings)  # the model holds the buffer, not the fixed text nobody applied yet
         return fixed.source.text if count and fixed.source.text != text else None

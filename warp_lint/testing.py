@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import textwrap
 
-from warp_lint.engine import FileSettings, analyse_source, lint_source
+from warp_lint.engine import FileSettings, analyse_source
 from warp_lint.finding import Finding
 from warp_lint.host import HostScope
 from warp_lint.fixer import applicable, apply_fixes
 from warp_lint.registry import all_rules
 from warp_lint.rule import Rule
 from warp_lint.source import decode_source
+from warp_lint.workspace import Workspace, lint_source
 
 
 def snippet(code: str) -> str:
@@ -32,7 +33,6 @@ def recordings(code: str, *, path: str = "example.py") -> list[HostScope]:
     """Every function of ``code`` (dedented) recorded on its own, every call followed: the module's
     own statements first, then the functions in source order. For tests of the host model."""
     from warp_lint.project.index import Symbol
-    from warp_lint.workspace import Workspace
 
     source = decode_source(path, snippet(code).encode("utf-8"))
     analysis = analyse_source(source, FileSettings((), ""))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator
 
 from warp_lint import versions
-from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_source, finalize
+from warp_lint.engine import FileAnalysis, FileResult, FileSettings, analyse_bytes, analyse_source, finalize
 from warp_lint.finding import Finding, Related
 from warp_lint.host import HostScope
 from warp_lint.incremental import AnalysisMemory
@@ -484,3 +484,17 @@ def _read_bytes(path: Path) -> bytes | None:
         return path.read_bytes()
     except OSError:
         return None
+
+
+def lint_source(source: SourceFile, settings: FileSettings) -> FileResult:
+    """Lint one file on its own: the file is its whole project (snippets, tests, a fix's re-lint)."""
+    analysis = analyse_source(source, settings)  # alone: no other file's helpers to follow
+    return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
+
+
+def lint_bytes(path: str, raw: bytes, settings: FileSettings) -> FileResult:
+    """Lint one file's bytes on its own (decoded as Python decodes them; bad input is a finding)."""
+    analysis = analyse_bytes(path, raw, settings)
+    if analysis.summary is None:
+        return finalize(analysis.source, path, analysis.findings, settings)
+    return Workspace.alone(analysis, settings).results([analysis], lambda _: settings)[0]
