@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 
 from warp_lint.engine import FileSettings
-from warp_lint.workspace import lint_source
 from warp_lint.finding import finding_to_dict
 from warp_lint.registry import all_rules
 from warp_lint.source import SourceError, decode_source
 from warp_lint.testing import example_cases, lint_code
+from warp_lint.workspace import lint_source
 
 TESTS = Path(__file__).resolve().parent
 # Every fifth Warp file keeps this test near 20 s on two cores; WARP_LINT_EQUIVALENCE_ALL=1 in the

@@ -13,8 +13,8 @@ import pytest
 
 from warp_lint.cli import main
 from warp_lint.engine import FileSettings
-from warp_lint.workspace import lint_bytes
 from warp_lint.registry import all_rules
+from warp_lint.workspace import lint_bytes
 
 KERNEL = "import warp as wp\n\n@wp.kernel\ndef k(a: wp.array(dtype=float)):\n    i = wp.tid()\n    a[i] = a[i] * a[i]\n"
 SETTINGS = FileSettings(tuple(all_rules()), "")
