@@ -20,7 +20,9 @@ class SqrtAtZero(Rule):
     local assigned one of these (`d2 = wp.dot(d, d); r = wp.sqrt(d2)`). Not flagged: `wp.length`
     and `wp.normalize`, a squared norm plus anything else (`wp.sqrt(wp.dot(d, d) + eps)`), and a
     `wp.sqrt` inside an `if` (or after an early `return`/`continue`) whose condition tests the
-    squared norm.
+    squared norm, and a norm of values clamped at zero from below with `wp.max(x, 0.0)` (the SDF
+    idiom `length(max(q, 0))`: at zero the adjoint goes to the constant, measured right on 1.19;
+    `wp.max(0.0, x)` sends it to `x`, NaN) or floored above zero.
 
     ## Why is this bad?
     The adjoint of `sqrt(q)` is `0.5 / sqrt(q)`, infinite at `q = 0`, and the chain rule multiplies
@@ -87,6 +89,18 @@ class SqrtAtZero(Rule):
             def speed(vx: float, vy: float):
                 return wp.sqrt(vx * vy)
             """),
+        # The SDF idiom `length(max(q, 0))`: at zero each `max` picks its constant, and the
+        # infinite adjoint goes there, not to `q` (measured right on 1.19).
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def box_outside(q: wp.vec2):
+                w = wp.vec2()
+                w[0] = wp.max(q[0], 0.0)
+                w[1] = wp.max(q[1], 0.0)
+                return wp.sqrt(w[0] * w[0] + w[1] * w[1])
+            """),
     ]
     INVALID = [
         Example("""
@@ -115,6 +129,16 @@ class SqrtAtZero(Rule):
                 d2 = wp.length_sq(d)
                 out[i] = wp.pow(d2, 0.5)
             """),
+        # `wp.max(0.0, x)` sends the adjoint at `x = 0` to `x` itself (measured NaN on 1.19).
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def outside(q: wp.vec2):
+                x = wp.max(0.0, q[0])
+                y = wp.max(0.0, q[1])
+                return wp.sqrt(x * x + y * y)
+            """),
     ]
 
     def check(self, context: FileContext) -> None:
@@ -128,7 +152,8 @@ class SqrtAtZero(Rule):
                     continue
                 bases = _squared_norm(context, function, call, argument, follow=True)
                 statement = call.statement or call.node
-                if bases is None or id(statement) in reported or _guarded(function, call, argument, bases):
+                if bases is None or id(statement) in reported or _guarded(function, call, argument, bases) \
+                        or _clamped(context, function, call, bases):
                     continue
                 reported.add(id(statement))
                 spelled = call.name.replace("warp.", "wp.")
@@ -206,6 +231,48 @@ def _binding_before(function: FunctionModel, name: str, order: int) -> LocalBind
         if binding.name == name and binding.order <= order:
             found = binding
     return found
+
+
+def _clamped(context: FileContext, function: FunctionModel, call: CallSite, bases: dict[str, bool]) -> bool:
+    """Whether the infinite adjoint at zero never reaches an input: every squared value is
+    `wp.max(x, c)` with `c` a literal >= 0 as the second argument (a local assigned so, or a
+    component written so: the SDF idiom `length(max(q, 0))`), or one is floored above zero. At
+    zero each `max` picks its constant, and its adjoint goes there, not to `x` (measured on 1.19:
+    `wp.max(x, 0.0)` gives a gradient of 0 at `x = 0`, `wp.max(0.0, x)` gives NaN)."""
+    floors = []
+    for base, vector in bases.items():
+        value = None if vector else _value_of(function, base, call.order)
+        floor = _floor(context, value) if value is not None else None
+        if floor is not None and floor[0] > 0:
+            return True  # never zero
+        floors.append(floor is not None and floor[1])
+    return bool(floors) and all(floors)
+
+
+def _value_of(function: FunctionModel, code: str, order: int) -> cst.BaseExpression | None:
+    """The value a local (`x`) or a local's component (`w[0]`) was last given before ``order``,
+    where it was given one once, whole."""
+    if code.isidentifier():
+        bindings = [b for b in function.bindings if b.name == code]
+        binding = _binding_before(function, code, order)
+        return binding.value if binding is not None and len(bindings) == 1 and binding.operator is None else None
+    name, _, rest = code.partition("[")
+    writes = [w for w in function.component_writes if w.name == name and f"{name}[{w.component}]" == code]
+    if name.isidentifier() and len(writes) == 1 and writes[0].operator is None and writes[0].order <= order:
+        return writes[0].value
+    return None
+
+
+def _floor(context: FileContext, value: cst.BaseExpression) -> tuple[float, bool] | None:
+    """`wp.max(x, c)` / `wp.max(c, x)` with a literal `c`: (c, whether `c` is the second argument)."""
+    if not isinstance(value, cst.Call) or context.names.qualify(value.func) != "warp.max" or len(value.args) != 2:
+        return None
+    for position, argument in enumerate(a.value for a in value.args):
+        literal = argument.expression if isinstance(argument, cst.UnaryOperation) else argument
+        if isinstance(literal, (cst.Integer, cst.Float)):
+            number = float(literal.value) * (-1 if isinstance(argument, cst.UnaryOperation) else 1)
+            return (number, position == 1) if number >= 0 else None
+    return None
 
 
 def _guarded(function: FunctionModel, call: CallSite, argument: cst.BaseExpression, bases: dict[str, bool]) -> bool:

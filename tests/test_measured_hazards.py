@@ -828,3 +828,37 @@ def test_a_loop_in_an_arm_no_recorded_launch_runs_is_not_reported(tmp_path):
                                             "def gradient(values, weights):\n    weights = wp.full(3, 1.0, dtype=float)"),
                            tmp_path / "weighted_power.py")
     assert not np.allclose(module.gradient(values, None), 4 * values ** 3, rtol=1e-2)
+
+
+CLAMPED_NORMS = """
+import warp as wp
+
+
+@wp.kernel
+def clamped(a: wp.array(dtype=float), b: wp.array(dtype=float), out: wp.array(dtype=float)):
+    i = wp.tid()
+    w = wp.vec2()
+    w[0] = wp.max(a[i], 0.0)
+    w[1] = wp.max(b[i], 0.0)
+    out[i] = wp.sqrt(w[0] * w[0] + w[1] * w[1])
+"""
+
+
+@pytest.mark.parametrize(("spelling", "nan"), [("wp.max({}, 0.0)", False), ("wp.max(0.0, {})", True)])
+def test_a_norm_of_values_clamped_at_zero_is_singular_only_with_the_constant_first(spelling, nan, tmp_path):
+    """At `a = b = 0` both `max` tie: Warp's adjoint goes to the second argument. With the constant
+    there, the infinite adjoint of the square root never reaches `a` or `b` (gradient 0); with
+    the constant first, it does (NaN). WL110 reports the second spelling only."""
+    code = CLAMPED_NORMS.replace("wp.max(a[i], 0.0)", spelling.format("a[i]")).replace(
+        "wp.max(b[i], 0.0)", spelling.format("b[i]"))
+    assert len(lint_code(code, select=["WL110"])) == int(nan)
+    kernel = _load_kernel(code, tmp_path / f"clamped_{int(nan)}.py")
+    a = wp.array(np.array([0.0, -1.0, 3.0], dtype=np.float32), requires_grad=True, device="cpu")
+    b = wp.array(np.array([0.0, -2.0, 4.0], dtype=np.float32), requires_grad=True, device="cpu")
+    out = wp.zeros(3, dtype=float, requires_grad=True, device="cpu")
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernel, 3, inputs=[a, b], outputs=[out], device="cpu")
+    tape.backward(grads={out: wp.ones_like(out)})
+    assert np.isnan(a.grad.numpy()[0]) == nan
+    assert np.allclose(a.grad.numpy()[1:], [0.0, 0.6]) and np.allclose(b.grad.numpy()[1:], [0.0, 0.8])
