@@ -11,7 +11,9 @@ Layer 2b, between the per-file models (triage, names, kernel model) and the rule
 - ``recordings``: each tape recording followed through calls, across functions, classes and
   files, as the host events the host rules read.
 - ``contexts``: the differentiation contexts (differentiated, public, unknown, forward-only,
-  unreachable) and which are reported; ``reach``: what calls and launches the recordings cannot
-  follow may reach, and what the public API reaches.
+  unreachable), which are reported, and the context of a definition with its reason; ``reach``:
+  what calls and launches the recordings cannot follow may reach, and what the public API reaches.
+- ``factories``: where a factory's products go (the callers of a func a factory makes);
+  ``finding_contexts``: a finding's own context, narrowed by the gradient and the code it is about.
 - ``model``: the facade the engine and the faces use.
 """

@@ -24,6 +24,13 @@ prove code forward-only.
 
 from __future__ import annotations
 
+import dataclasses
+import os
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from warp_lint.host import Location
+
 DIFFERENTIATED, PUBLIC, UNKNOWN = "differentiated", "public", "unknown"
 FORWARD_ONLY, UNREACHABLE = "forward-only", "unreachable"
 CONTEXTS = (DIFFERENTIATED, PUBLIC, UNKNOWN, FORWARD_ONLY, UNREACHABLE)
@@ -41,3 +48,33 @@ def parse_contexts(items: list[str] | str) -> frozenset[str]:
     if unknown:
         raise ValueError(f"unknown context '{unknown[0]}' (known: {', '.join(CONTEXTS)}, all)")
     return frozenset(names)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reach:
+    """How a recording reaches a launch: the tape, its region, the calls from the entry point."""
+
+    tape: str
+    region: Location
+    launch: Location
+    entry: str
+    chain: tuple  # CallSite, from the entry point to the launch
+
+    def describe(self) -> str:
+        tape = f"`{self.tape}`" if self.tape else "a tape"
+        through = "".join(f" through `{site.callee}`" for site in self.chain)
+        return f"recorded on {tape} at {where(self.region)}{through}"
+
+
+@dataclasses.dataclass(frozen=True)
+class DifferentiationContext:
+    state: str  # differentiated | forward-only | unknown
+    reason: str  # why, in words
+    reach: Reach | None = None  # differentiated: the recording that reaches it
+    launches: tuple[Location, ...] = ()  # where the project launches it
+    runs: bool = True  # False: nothing in the project launches or calls it (nor what calls it)
+
+
+def where(location: Location) -> str:
+    """`sim.py:12`: a location for messages."""
+    return f"{os.path.basename(location.path)}:{location.line}"
