@@ -6,6 +6,7 @@ from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.read_then_write import (
     needed_clause,
     needed_use,
+    read_element,
     stores_after_reads,
     written_element,
 )
@@ -275,8 +276,7 @@ class ArrayReadThenWrite(Rule):
                        f" that read from overwritten memory; write the result to a separate array")
         else:
             line = context.position(read.node)[0].line
-            via = f" (through `{read.via}()`)" if read.via else ""
-            message = (f"{where} is written after `{array}` was read on line {line}{via}: the backward pass replays"
+            message = (f"{where} is written after {read_element(read)} was read on line {line}: the backward pass replays"
                        f" that read from overwritten memory; write the result to a separate array")
         message = message.replace(": the backward pass", needed_clause(context, array, needed) + ": the backward pass", 1)
         context.report(self, write.node, message, affected_versions="<1.13" if before_1_13 else None,

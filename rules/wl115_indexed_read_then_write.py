@@ -5,6 +5,7 @@ from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.read_then_write import (
     needed_clause,
     needed_use,
+    read_element,
     stores_after_reads,
     written_element,
 )
@@ -122,8 +123,7 @@ class IndexedReadThenWrite(Rule):
     def _report(self, context: FileContext, function: FunctionModel, write: ArrayAccess, read: ArrayAccess,
                 needed) -> None:
         line = context.position(read.node)[0].line
-        read_element = f"`{read.array}[{read.index}]`" if read.index else f"`{read.array}`"
-        message = (f"{written_element(write)} is written after {read_element} was read on line {line}"
+        message = (f"{written_element(write)} is written after {read_element(read)} was read on line {line}"
                    f"{needed_clause(context, read.array, needed)}; the indices differ by values loaded from arrays, so"
                    f" the index data decide whether they are the same element: where they are (an element written"
                    f" after a read of it, as out of topological order), the backward pass replays that read from"

@@ -13,6 +13,7 @@ from warp_lint.context import FileContext
 from warp_lint.dataflow import Use, dataflow_of
 from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.same_element import index_data_decides, may_touch_same_element
+from warp_lint.warp_types import code_of
 
 
 def stores_after_reads(context: FileContext):
@@ -68,6 +69,17 @@ def needed_clause(context: FileContext, array: str, needed: Use | str | None) ->
     line = context.position(needed.statement)[0].line
     what = "the value read" if needed.name == "@" + array else f"`{needed.name}`, computed from it,"
     return f" ({what} is {needed.how} on line {line}, so its adjoint needs the value)"
+
+
+def read_element(read: ArrayAccess) -> str:
+    """`` `x[p]` ``, `` `x[p]` (through `helper()`) `` where a helper reads it at an element its
+    arguments name, `` `x` `` where the element is not known."""
+    if read.element is not None and (read.via or not read.index):
+        index = ", ".join(code_of(part) for part in read.element)
+    else:
+        index = read.index
+    named = f"`{read.array}[{index}]`" if index else f"`{read.array}`"
+    return f"{named} (through `{read.via}()`)" if read.via else named
 
 
 def written_element(write: ArrayAccess) -> str:
