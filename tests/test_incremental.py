@@ -627,3 +627,35 @@ def test_a_refusal_added_in_a_file_no_recording_reads_records_again(tmp_path):
     fresh.results([analyse_source(_source(p, p.read_text(encoding="utf-8")), SETTINGS) for p in paths],
                   lambda _: SETTINGS)
     assert launches(fresh.model) == [] and launches(session.model) == launches(fresh.model)
+
+
+FACTORY_CALLS = '''import warp as wp
+
+
+def make_power(n):
+    @wp.kernel
+    def power(x: wp.array(dtype=float), out: wp.array(dtype=float)):
+        t = wp.tid()
+        v = float(1.0)
+        for i in range(n):
+            v *= x[t]
+        out[t] = v
+
+    return power
+
+
+POWER = make_power(6)
+'''
+
+
+def test_a_new_value_passed_to_a_kernel_factory_analyses_the_kernel_again(project: Path):
+    """What a kernel captures from its factory is read from the whole file (``closure_constants``):
+    the call `make_power(17)`, another top-level statement, makes the loop in `power` dynamic."""
+    path = project / "factory_calls.py"
+    memory = AnalysisMemory()
+    for text, dynamic in ((FACTORY_CALLS, False), (FACTORY_CALLS.replace("make_power(6)", "make_power(17)"), True),
+                          (FACTORY_CALLS, False)):
+        analysis = analyse_source(_source(path, text), SETTINGS, memory=memory)
+        reference = analyse_source(_source(path, text), SETTINGS)
+        assert _summary(analysis.findings) == _summary(reference.findings)
+        assert bool([f for f in analysis.findings if f.code == "WL104"]) == dynamic
