@@ -134,3 +134,39 @@ def test_effects_of_a_launch_binding_literals(body, literals, effects):
     facts = facts_of(kernel_source("i = wp.tid()\n" + body, GUARDED_PARAMS))
     found = facts.effects_with(literals)
     assert {array: set(found.get(array, ())) for array in effects} == effects
+
+
+STRUCT_KERNEL = '''import warp as wp
+
+@wp.struct
+class Data:
+    pose: wp.array(dtype=float)
+    point: wp.array(dtype=float)
+    saved: wp.array(dtype=float)
+    ids: wp.array(dtype=int)
+
+@wp.func
+def touch(d: Data, i: int):
+    d.point[i] = 0.0
+
+@wp.kernel
+def k(data: Data):
+    i = wp.tid()
+    idx = data.ids[i]
+    if data.pose[i] * 2.0 > 1.0:
+        return
+    data.point[i] = data.saved[idx]
+'''
+
+
+def test_struct_fields_are_read_like_array_parameters():
+    """A field read only in a comparison passes no gradient back (`pose`: the gap test of a contact
+    match); one copied passes one and needs no value (`saved`); handing the struct whole to a
+    helper leaves every field needed."""
+    facts = facts_of(STRUCT_KERNEL)
+    assert facts.field_reads_known
+    assert {f for f in facts.gradient_reads if "." in f} == {"data.saved"}
+    assert {f for f in facts.value_reads if "." in f} == {"data.pose", "data.ids"}
+    whole = facts_of(STRUCT_KERNEL.replace("    data.point[i] = data.saved[idx]\n",
+                                           "    data.point[i] = data.saved[idx]\n    touch(data, i)\n"))
+    assert {"data.pose", "data.saved"} <= set(whole.gradient_reads)

@@ -862,3 +862,53 @@ def test_a_norm_of_values_clamped_at_zero_is_singular_only_with_the_constant_fir
     tape.backward(grads={out: wp.ones_like(out)})
     assert np.isnan(a.grad.numpy()[0]) == nan
     assert np.allclose(a.grad.numpy()[1:], [0.0, 0.6]) and np.allclose(b.grad.numpy()[1:], [0.0, 0.8])
+
+
+STRUCT_SHIFT = """
+import numpy as np
+import warp as wp
+
+
+@wp.struct
+class Params:
+    shift: wp.array(dtype=float)
+    count: int
+
+
+@wp.kernel
+def apply(x: wp.array(dtype=float), p: Params, y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] + p.shift[i]
+
+
+@wp.kernel
+def reset(a: wp.array(dtype=float)):
+    a[wp.tid()] = 5.0
+
+
+def gradient(values):
+    x = wp.array(values, dtype=float, requires_grad=True)
+    p = Params()
+    p.shift = wp.array(values * 2.0, dtype=float, requires_grad=True)
+    p.count = len(values)
+    y = wp.zeros(len(values), dtype=float, requires_grad=True)
+    tape = wp.Tape()
+    with tape:
+        wp.launch(apply, len(values), inputs=[x, p], outputs=[y])
+        wp.launch(reset, len(values), inputs=[p.shift])
+    tape.backward(grads={y: wp.ones_like(y)})
+    return x.grad.numpy()
+"""
+
+
+@pytest.mark.parametrize(("operator", "wrong"), [("+", False), ("*", True)])
+def test_a_struct_field_read_linearly_may_be_overwritten(operator, wrong, tmp_path):
+    """The arrays in a struct's fields are read like array parameters: `x[i] + p.shift[i]` needs
+    no value backward, so overwriting `p.shift` on the tape changes no gradient (measured) and
+    WL201 is silent; `x[i] * p.shift[i]` reads it again for `x`'s gradient (measured wrong)."""
+    code = STRUCT_SHIFT.replace("x[i] + p.shift[i]", f"x[i] {operator} p.shift[i]")
+    assert len(lint_code(code, select=["WL201"])) == int(wrong)
+    module = _load_program(code, tmp_path / f"struct_shift_{int(wrong)}.py")
+    values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
+    right = np.ones(3) if operator == "+" else 2 * values
+    assert np.allclose(module.gradient(values), right, rtol=1e-5) != wrong

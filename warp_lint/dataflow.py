@@ -90,13 +90,18 @@ class Use:
 
 
 class Dataflow:
-    def __init__(self, function: FunctionModel, names: WarpNames, helpers: set[str] = frozenset()):
+    def __init__(self, function: FunctionModel, names: WarpNames, helpers: set[str] = frozenset(),
+                 fields: bool = False):
+        """``fields``: the arrays in a struct parameter's fields (`data.body_q`) are arrays too,
+        named "param.field" (what host code needs to know of a kernel's struct arguments)."""
         self.function = function
         self.names = names
         self.helpers = set(helpers)
         self.params = {p.name: p for p in function.params}
         self.shadowed = set(self.params)
         self.arrays = {p.name for p in function.params if p.type.is_array or p.type.kind == "generic"}
+        self.fields = dict(function.struct_arrays) if fields else {}
+        self.arrays |= set(self.fields)
         self.views: dict[str, str] = {}
         self.edges: dict[str, set[str]] = {}  # source name -> names its value flows into (SINK included)
         self.stores: dict[str, set[str]] = {}  # array -> names whose value is stored or added into it
@@ -179,7 +184,7 @@ class Dataflow:
                     if isinstance(small, cst.AugAssign) and receiver != SINK:
                         self.edges.setdefault(receiver, set()).add(receiver)
                 if receivers == [SINK]:
-                    self._store(self._array(cst.Name(_root(target))), found)
+                    self._store(self._target_array(target), found)
             if isinstance(small, cst.AugAssign) and not isinstance(small.operator, (cst.AddAssign, cst.SubtractAssign)):
                 # `s *= w`: the target's own value is used nonlinearly
                 for target in targets:
@@ -230,10 +235,22 @@ class Dataflow:
         root = _root(target)
         if root is None:
             return []
-        array = self._array(cst.Name(root)) if root in self.arrays or root in self.views else None
+        array = self._target_array(target)
         if array is not None:
             return [SINK] if self._differentiable(array) else []
         return [root]
+
+    def _target_array(self, target) -> str | None:
+        """The array an assignment target stores into (`a[i]`, `data.q[i]`), or None."""
+        node = target
+        while isinstance(node, cst.Subscript):
+            node = node.value
+        if isinstance(node, cst.Attribute) and self.fields:
+            array = self._array(node)
+            if array is not None:
+                return array
+        root = _root(target)
+        return self._array(cst.Name(root)) if root in self.arrays or root in self.views else None
 
     def _walk_target_indices(self, target, statement, sequence) -> Iterator[Use]:
         node = target
@@ -283,6 +300,10 @@ class Dataflow:
             if node.value in self.arrays:
                 return node.value
             return self.views.get(node.value)
+        if isinstance(node, cst.Attribute) and isinstance(node.value, cst.Name) and self.fields and \
+                node.value.value not in self.shadowed - set(self.params):
+            field = f"{node.value.value}.{node.attr.value}"
+            return field if field in self.fields else None
         return None
 
     def _ndim(self, array: str) -> int:
@@ -290,6 +311,8 @@ class Dataflow:
         return param.type.ndim if param is not None and param.type.is_array else 1
 
     def _differentiable(self, array: str) -> bool:
+        if array in self.fields:
+            return self.fields[array]
         param = self.params.get(array)
         return param is None or param.type.kind == "generic" or param.type.differentiable
 
@@ -316,6 +339,10 @@ class Dataflow:
         if kind is cst.Attribute:
             if node.attr.value in ARRAY_METADATA:
                 yield from self._walk(node.value, INDEX, "", statement, sequence)
+                return
+            field = self._array(node) if self.fields else None
+            if field is not None:  # a struct's array field used whole (passed to a call)
+                yield Use(field, position, node, statement, sequence, loops, how, partners=partners)
                 return
             for use in self._walk(node.value, position, how, statement, sequence):
                 yield dataclasses.replace(use, member=node.attr.value) if use.node is node.value else use
@@ -684,14 +711,18 @@ class Dataflow:
                 yield use
 
 
-def dataflow_of(function: FunctionModel, names: WarpNames) -> Dataflow:
+def dataflow_of(function: FunctionModel, names: WarpNames, fields: bool = False) -> Dataflow:
     """The function's dataflow, computed once per function model. Helpers it calls that write or
-    accumulate into arrays make their other arguments flow into an output."""
-    cached = getattr(function, "_dataflow", None)
+    accumulate into arrays make their other arguments flow into an output. ``fields``: struct
+    parameters' array fields count as arrays (``Dataflow``); the same as without where there are
+    none."""
+    fields = fields and bool(function.struct_arrays)
+    attribute = "_dataflow_fields" if fields else "_dataflow"
+    cached = getattr(function, attribute, None)
     if cached is None:
         writing = {a.via for a in function.accesses if a.via and a.kind in ("write", "accumulate")}
-        cached = Dataflow(function, names, writing)
-        function._dataflow = cached
+        cached = Dataflow(function, names, writing, fields)
+        setattr(function, attribute, cached)
     return cached
 
 

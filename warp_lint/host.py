@@ -321,7 +321,7 @@ class Launch:
         if kernel is None:
             return True
         if ref in self.struct_refs:
-            return ref.param not in kernel.integer_fields
+            return ref.param not in kernel.integer_fields and self._listed(ref, kernel.gradient_reads)
         return self._listed(ref, kernel.gradient_reads)
 
     def writes_gradient(self, ref: ArrayRef) -> bool:
@@ -333,8 +333,12 @@ class Launch:
         return self._listed(ref, kernel.gradient_writes)
 
     def _listed(self, ref: ArrayRef, params: frozenset[str]) -> bool:
-        """Whether the array parameter ``ref`` binds is in ``params``, one of the kernel's fact sets;
-        True where the facts cannot say (a struct field, a parameter without recorded effects)."""
+        """Whether the array parameter (or struct field) ``ref`` binds is in ``params``, one of the
+        kernel's fact sets; True where the facts cannot say (a parameter without recorded effects,
+        a field of facts that do not know fields)."""
+        if ref in self.struct_refs:
+            return not self.kernel.field_reads_known or ref.param not in self.kernel.struct_effects or \
+                ref.param in params
         return ref not in self.refs or ref.param not in self.kernel.effects or ref.param in params
 
     def writes(self, convention: bool = False) -> list[ArrayRef]:

@@ -59,6 +59,9 @@ class KernelFacts:
     # Helper (a `@wp.func` of this file) -> for each call of it, its parameters this function passes
     # its own parameters to, as they are (`compute(..., joint_qdd, ...)`): helper -> own parameter.
     passed_parameters: dict[str, tuple[dict[str, str], ...]] = dataclasses.field(default_factory=dict)
+    # value_reads and gradient_reads hold struct fields ("param.field") too: a field not in them
+    # is read only linearly, or only in comparisons and indices
+    field_reads_known: bool = False
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -187,12 +190,14 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     effects = {array: frozenset(kinds) for array, kinds in function.effects().items()}
     structs = {field: frozenset(kinds) for field, kinds in struct_field_effects(function, index).items()}
     options = {k: v for k, v in function.options.items() if isinstance(v, (bool, int, float, str))}
-    value_reads, gradient_reads, partners = _reads_that_matter(function, names, effects,
-                                                               _writes_struct_floats(function, index, structs), index)
+    writes_struct_floats = _writes_struct_floats(function, index, structs)
+    value_reads, gradient_reads, partners = _reads_that_matter(function, names, effects, writes_struct_floats, index)
+    field_values, field_gradients = _field_reads_that_matter(function, names, effects, structs, writes_struct_floats)
+    value_reads, gradient_reads = value_reads | field_values, gradient_reads | field_gradients
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable, _gradient_writes(function, names, index), function.replayed,
-                       partners, effect_guards(function), passed_parameters(function, index))
+                       partners, effect_guards(function), passed_parameters(function, index), True)
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,
@@ -298,6 +303,39 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
         if opaque or "@" + param in flow.useful:
             gradients.add(param)
     return frozenset(values), frozenset(gradients), partners
+
+
+def _field_reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[str, frozenset[str]],
+                             structs: dict[str, frozenset[str]], writes_struct_floats: bool
+                             ) -> tuple[frozenset[str], frozenset[str]]:
+    """``_reads_that_matter`` for the arrays in struct parameters' fields ("param.field"), read
+    the same way: a field read only in comparisons and indices passes no gradient back (a
+    matching kernel that transforms body poses only to compare gaps); one read only linearly
+    has no value read. A struct passed whole (to a helper) leaves every field of it needed."""
+    read = {field for field, kinds in structs.items() if "read" in kinds and field in function.struct_arrays}
+    if not read:
+        return frozenset(), frozenset()
+    arrays = function.arrays
+    if function.kind == "kernel" and not writes_struct_floats and not any(
+            kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
+            for name, kinds in effects.items()):
+        return frozenset(), frozenset()
+    flow = dataflow_of(function, names, fields=True)
+    whole = {use.name for use in flow.uses if use.name in {p.name for p in function.params} and use.member is None}
+    values, gradients = set(), set()
+    for field in read:
+        owner = field.split(".", 1)[0]
+        passed = any(use.name == field and use.position != INDEX for use in flow.uses)
+        nodes = {id(node) for node in walk(function.node.body) if isinstance(node, cst.Subscript)
+                 and isinstance(node.value, cst.Attribute) and isinstance(node.value.value, cst.Name)
+                 and f"{node.value.value.value}.{node.value.attr.value}" == field}
+        opaque = owner in whole or passed and _whole_value_needed(flow, field)
+        needing = [] if opaque else list(flow.needing_uses_of_reads(field, nodes, indices=True))
+        if function.differentiable and (opaque or needing):
+            values.add(field)
+        if function.struct_arrays[field] and (opaque or "@" + field in flow.useful):
+            gradients.add(field)
+    return frozenset(values), frozenset(gradients)
 
 
 def _seen_by_no_adjoint(function: FunctionModel, flow, param: str, index: KernelIndex) -> bool:

@@ -210,6 +210,8 @@ class FunctionModel:
     # A `@wp.func` given a `@wp.func_replay` in the same file: a kernel calling it directly runs the
     # replay in its backward pass instead of the body (a slot reserved once stays reserved).
     replayed: bool = False
+    # "param.field" -> whether it holds floats: the arrays in its struct parameters' fields
+    struct_arrays: dict[str, bool] = dataclasses.field(default_factory=dict)
     # Names it captures from the functions around its definition (a factory's parameters and
     # locals) -> their integer values where the file shows them: compile-time constants to Warp.
     captured: dict[str, frozenset[int] | None] = dataclasses.field(default_factory=dict)
@@ -328,6 +330,9 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                  for node, decorator, kind, index in decorated]
     for function in functions:
         function.captured = (captured or {}).get(function.name, {})
+        function.struct_arrays = {f"{p.name}.{name}": field.differentiable for p in function.params
+                                  if p.type.kind == "struct" and p.type.dtype in structs
+                                  for name, field in structs[p.type.dtype].fields.items() if field.is_array}
     _mark_custom_adjoints(functions)
     helpers: dict[str, list] = {}
     for function in functions:
