@@ -912,3 +912,31 @@ def test_a_struct_field_read_linearly_may_be_overwritten(operator, wrong, tmp_pa
     values = np.array([0.5, 1.5, -1.0], dtype=np.float32)
     right = np.ones(3) if operator == "+" else 2 * values
     assert np.allclose(module.gradient(values), right, rtol=1e-5) != wrong
+
+
+CARRIED_PRODUCT = """
+import warp as wp
+
+
+@wp.kernel
+def product(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    s = float(1.0)
+    for i in range(n):
+        s = s * x[i]
+    out[0] = s
+"""
+
+
+def test_a_dynamic_loop_adjoint_reruns_each_pass_from_the_value_before_the_loop(tmp_path):
+    """What WL104's message says of the adjoint: it runs the passes in reverse, re-running each
+    pass's update on `s` from its value before the loop (1), so the last pass reads 5 (not 2 * 3),
+    the middle one 5 * 3, the first 5 * 3 * 2."""
+    kernel = _load_kernel(CARRIED_PRODUCT, tmp_path / "carried_product.py")
+    x = wp.array(np.array([2.0, 3.0, 5.0], dtype=np.float32), requires_grad=True, device="cpu")
+    out = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernel, 1, inputs=[x, 3], outputs=[out], device="cpu")
+    tape.backward(grads={out: wp.ones_like(out)})
+    assert np.allclose(x.grad.numpy(), [5.0 * 3.0 * 2.0 * 15.0, 5.0 * 3.0 * 5.0, 5.0])  # right: [15, 10, 6]
+    assert "from its value before the loop" in lint_code(CARRIED_PRODUCT, select=["WL104"])[0].message

@@ -595,7 +595,7 @@ def _constant(node: ast.expr, context: Context) -> int | None:
 
 
 def _dynamic(loop: ast.stmt, context: Context) -> bool:
-    """Whether Warp generates a dynamic loop (whose adjoint replays final values) for ``loop``."""
+    """Whether Warp generates a dynamic loop (whose adjoint does not keep each pass's values) for ``loop``."""
     if getattr(loop, "lineno", None) is None:
         return False  # a static loop an earlier rewrite made
     if not _range_loop(loop):
