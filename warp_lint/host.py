@@ -279,6 +279,8 @@ class Launch:
     def effects(self) -> dict[str, frozenset[str]]:
         """The kernel's effects on its array parameters in this launch: an access guarded by an `if`
         on a parameter this launch binds to a literal that fails it is not made."""
+        if not self.kernel.effect_guards:  # the common case, on every read and write asked
+            return self.kernel.effects
         return self.kernel.effects_with(self.literals)
 
     def reads(self, convention: bool = False) -> list[ArrayRef]:

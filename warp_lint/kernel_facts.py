@@ -15,7 +15,7 @@ import libcst as cst
 
 from warp_lint.cst_walk import walk
 from warp_lint.dataflow import INDEX, LINEAR, dataflow_of
-from warp_lint.kernels import FunctionModel, KernelIndex, mutually_exclusive, struct_field_effects
+from warp_lint.kernels import FunctionModel, KernelIndex, bound_arguments, mutually_exclusive, struct_field_effects
 from warp_lint.names import WarpNames
 
 
@@ -76,19 +76,13 @@ class KernelFacts:
         effects = dict(self.effects)
         for array, accesses in self.effect_guards.items():
             effects[array] = frozenset(kind for kind, guards in accesses
-                                       if not any(_fails(guard, literals) for guard in guards))
+                                       if not any(fails(guard, literals) for guard in guards))
         return effects
 
 
 # What an `if` around an access needs of a kernel parameter: (parameter, test, constant, outcome),
 # the test being "truth" (`if p:`), "==" or "!=" against the constant (`if mode == 1:`).
 Guard = tuple[str, str, object, bool]
-
-
-def fails(guard: Guard, literals: dict[str, object]) -> bool:
-    """Whether the literals bound to the kernel's parameters make the guard's test come out the
-    other way (`if joint_qdd:` with `None` passed)."""
-    return _fails(guard, literals)
 
 
 def guards_of(function: FunctionModel, branches) -> tuple[Guard, ...]:
@@ -104,7 +98,9 @@ def guard_data(function: FunctionModel, branches) -> dict:
     return {"guards": [list(guard) for guard in guards]} if guards else {}
 
 
-def _fails(guard: Guard, literals: dict[str, object]) -> bool:
+def fails(guard: Guard, literals: dict[str, object]) -> bool:
+    """Whether the literals bound to the kernel's parameters make the guard's test come out the
+    other way (`if joint_qdd:` with `None` passed)."""
     param, test, constant, outcome = guard
     if param not in literals:
         return False
@@ -137,14 +133,9 @@ def passed_parameters(function: FunctionModel, index: KernelIndex) -> dict[str, 
         helpers = index.by_name(call.func.value)
         if len(helpers) != 1:
             continue
-        names = [p.name for p in helpers[0].params]
-        bound = {}
-        for position, argument in enumerate(call.args):
-            name = argument.keyword.value if argument.keyword is not None else (
-                names[position] if position < len(names) and not argument.star else None)
-            if name is not None and isinstance(argument.value, cst.Name) and argument.value.value in own:
-                bound[name] = argument.value.value
-        found.setdefault(call.func.value, []).append(bound)
+        passed = bound_arguments(call, [p.name for p in helpers[0].params]) or {}
+        found.setdefault(call.func.value, []).append(
+            {name: value.value for name, value in passed.items() if isinstance(value, cst.Name) and value.value in own})
     return {helper: tuple(calls) for helper, calls in found.items()}
 
 
@@ -278,9 +269,7 @@ def _reads_that_matter(function: FunctionModel, names: WarpNames, effects: dict[
     come from, so that a launch binding them to arrays without gradients needs none (measured on
     Warp 1.19: overwriting `x` before `backward()` leaves `x`'s gradient right, `w`'s wrong)."""
     arrays = function.arrays
-    if function.kind == "kernel" and not writes_struct_fields and not any(
-            kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
-            for name, kinds in effects.items()):
+    if _writes_no_float(function, effects, writes_struct_fields):
         return frozenset(), frozenset(), {}
     flow = dataflow_of(function, names)
     passed_whole = {use.name for use in flow.uses if use.name in arrays and use.position != INDEX}
@@ -313,22 +302,21 @@ def _field_reads_that_matter(function: FunctionModel, names: WarpNames, effects:
     matching kernel that transforms body poses only to compare gaps); one read only linearly
     has no value read. A struct passed whole (to a helper) leaves every field of it needed."""
     read = {field for field, kinds in structs.items() if "read" in kinds and field in function.struct_arrays}
-    if not read:
-        return frozenset(), frozenset()
-    arrays = function.arrays
-    if function.kind == "kernel" and not writes_struct_floats and not any(
-            kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
-            for name, kinds in effects.items()):
+    if not read or _writes_no_float(function, effects, writes_struct_floats):
         return frozenset(), frozenset()
     flow = dataflow_of(function, names, fields=True)
-    whole = {use.name for use in flow.uses if use.name in {p.name for p in function.params} and use.member is None}
+    params = {p.name for p in function.params}
+    whole = {use.name for use in flow.uses if use.name in params and use.member is None}
+    reads_of: dict[str, set[int]] = {}  # field -> the subscripts that read it
+    for node in walk(function.node.body):
+        if isinstance(node, cst.Subscript) and isinstance(node.value, cst.Attribute) and \
+                isinstance(node.value.value, cst.Name):
+            reads_of.setdefault(f"{node.value.value.value}.{node.value.attr.value}", set()).add(id(node))
     values, gradients = set(), set()
     for field in read:
         owner = field.split(".", 1)[0]
         passed = any(use.name == field and use.position != INDEX for use in flow.uses)
-        nodes = {id(node) for node in walk(function.node.body) if isinstance(node, cst.Subscript)
-                 and isinstance(node.value, cst.Attribute) and isinstance(node.value.value, cst.Name)
-                 and f"{node.value.value.value}.{node.value.attr.value}" == field}
+        nodes = reads_of.get(field, set())
         opaque = owner in whole or passed and _whole_value_needed(flow, field)
         needing = [] if opaque else list(flow.needing_uses_of_reads(field, nodes, indices=True))
         if function.differentiable and (opaque or needing):
@@ -336,6 +324,15 @@ def _field_reads_that_matter(function: FunctionModel, names: WarpNames, effects:
         if function.struct_arrays[field] and (opaque or "@" + field in flow.useful):
             gradients.add(field)
     return frozenset(values), frozenset(gradients)
+
+
+def _writes_no_float(function: FunctionModel, effects: dict[str, frozenset[str]], writes_struct_floats: bool) -> bool:
+    """A kernel that stores no float, in an array parameter or a struct field (contact matching,
+    flags, counts): its adjoint needs no value and passes no gradient."""
+    arrays = function.arrays
+    return function.kind == "kernel" and not writes_struct_floats and not any(
+        kinds & {"write", "accumulate"} and name in arrays and arrays[name].type.differentiable
+        for name, kinds in effects.items())
 
 
 def _seen_by_no_adjoint(function: FunctionModel, flow, param: str, index: KernelIndex) -> bool:

@@ -886,15 +886,9 @@ def _elements_through(call: HelperCall, overloads: list[FunctionModel], call_eff
     if len(overloads) != 1 or not isinstance(overloads[0], FunctionModel):
         return {}  # several definitions, or a helper of another file (its effects only)
     helper = overloads[0]
-    names = [p.name for p in helper.params]
-    passed: dict[str, cst.BaseExpression] = {}
-    for position, argument in enumerate(call.node.args):
-        if argument.star:
-            return {}
-        name = argument.keyword.value if argument.keyword is not None else (
-            names[position] if position < len(names) else None)
-        if name is not None:
-            passed[name] = argument.value
+    passed = bound_arguments(call.node, [p.name for p in helper.params])
+    if passed is None:
+        return {}
     rebound = {b.name for b in helper.bindings}
     nested: set[tuple[str, str]] = set()
     for inner in helper.helper_calls:
@@ -913,12 +907,26 @@ def _elements_through(call: HelperCall, overloads: list[FunctionModel], call_eff
             element = tuple(parts) if all(part is not None for part in parts) else None
         if element is None:
             unknown.add(key)
-        elif all(not element_equal(element, other) for other in found.get(key, [])):
+        elif all(not _element_equal(element, other) for other in found.get(key, [])):
             found.setdefault(key, []).append(element)
     return {key: elements for key, elements in found.items() if key not in unknown}
 
 
-def element_equal(first: tuple[cst.BaseExpression, ...], second: tuple[cst.BaseExpression, ...]) -> bool:
+def bound_arguments(call: cst.Call, params: list[str]) -> dict[str, cst.BaseExpression] | None:
+    """Parameter name -> the argument a call of a function with ``params`` passes for it (by
+    position or keyword); None where a starred argument makes the positions unknown."""
+    passed: dict[str, cst.BaseExpression] = {}
+    for position, argument in enumerate(call.args):
+        if argument.star:
+            return None
+        name = argument.keyword.value if argument.keyword is not None else (
+            params[position] if position < len(params) else None)
+        if name is not None:
+            passed[name] = argument.value
+    return passed
+
+
+def _element_equal(first: tuple[cst.BaseExpression, ...], second: tuple[cst.BaseExpression, ...]) -> bool:
     return len(first) == len(second) and all(a.deep_equals(b) for a, b in zip(first, second))
 
 

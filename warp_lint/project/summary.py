@@ -1001,11 +1001,10 @@ class _OpScanner:
 
     def visit_block(self, body: list[ast.stmt]) -> None:
         for position, statement in enumerate(body):
-            rest = body[position + 1:]
-            if rest and isinstance(statement, ast.If) and not statement.orelse and statement.body and \
-                    isinstance(statement.body[-1], (ast.Return, ast.Continue, ast.Break)):
+            if position + 1 < len(body) and isinstance(statement, ast.If) and not statement.orelse and \
+                    statement.body and isinstance(statement.body[-1], (ast.Return, ast.Continue, ast.Break)):
                 # `if not compact: continue`: what follows runs only where the test fails, as an `else`
-                self.visit_if(statement, rest)
+                self.visit_if(statement, body[position + 1:])
                 return
             self.visit_statement(statement)
 
