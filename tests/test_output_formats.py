@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import warp_lint
-from warp_lint import cli
+from warp_lint import cli, links
 from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Fix, Position
 from warp_lint.output import RunReport, renderers
 from warp_lint.registry import all_rules
@@ -32,6 +32,8 @@ SARIF_SCHEMA = HERE / "schemas" / "sarif-schema-2.1.0.json"
 UPDATE = bool(os.environ.get("WARP_LINT_UPDATE_EXPECTED"))
 ROOT = "/repo"  # the report's root; no file is read, so it need not exist
 FORMATS = {"github": "txt", "sarif": "json", "gitlab": "json", "junit": "xml"}
+DOCS = "https://docs.example.org/warp-lint/"  # declared by the tests that need links, never by the package
+HOME = "https://example.org/warp-lint"
 
 KERNELS = textwrap.dedent("""\
     import warp as wp
@@ -158,8 +160,20 @@ def fixed_environment(monkeypatch):
     monkeypatch.delenv("CI_PROJECT_DIR", raising=False)
 
 
+@pytest.fixture
+def declare_project_urls(monkeypatch):
+    """Replace the package metadata's ``Project-URL`` entries for one test."""
+    def declare(*entries: str) -> None:
+        monkeypatch.setattr(links, "_declared_project_urls", lambda: list(entries))
+        links.project_urls.cache_clear()
+
+    yield declare
+    links.project_urls.cache_clear()  # later tests read the installed metadata again
+
+
 @pytest.mark.parametrize("name", FORMATS)
-def test_format_matches_expected_file(name):
+def test_format_matches_expected_file(name, declare_project_urls):
+    declare_project_urls()  # the expected files link nothing, whatever the installed metadata names
     assert name in renderers(), f"renderer {name} was not discovered"
     output = render(name, shared_report(rules=STUB_RULES))
     expected = EXPECTED / f"findings.{name}.{FORMATS[name]}"
@@ -247,7 +261,7 @@ def test_sarif_meets_github_code_scanning_needs():
     report = shared_report()
     run = json.loads(render("sarif", report))["runs"][0]
     driver = run["tool"]["driver"]
-    assert driver["name"] == "warp-lint" and driver["version"] and driver["informationUri"].startswith("https://")
+    assert driver["name"] == "warp-lint" and driver["version"]
     rules = driver["rules"]
     assert [r["id"] for r in rules] == sorted({f.code for f in report.findings})  # only the rules that appear
     for rule in rules:
@@ -272,6 +286,32 @@ def test_sarif_meets_github_code_scanning_needs():
     confirmed = next(r for r in results if r["ruleId"] == "WL102")
     assert confirmed["properties"]["confirmation"]["status"] == "confirmed"
     assert confirmed["properties"]["confirmation"]["evidence"]["max_abs_error"] == 2.0
+
+
+def test_the_installed_metadata_names_no_page_so_no_output_links_one():
+    """pyproject.toml has no [project.urls]: no finding links a page (ruff's ``"url": null`` in
+    JSON) and SARIF leaves both URIs out, where the schema would want a real one."""
+    report = shared_report()
+    assert [f["url"] for f in json.loads(render("json", report))] == [None] * len(report.findings)
+    document = json.loads(render("sarif", report))
+    _validate_sarif(document)
+    driver = document["runs"][0]["tool"]["driver"]
+    assert "informationUri" not in driver
+    assert not [rule["id"] for rule in driver["rules"] if "helpUri" in rule]
+
+
+def test_declared_project_urls_link_the_rule_pages(declare_project_urls):
+    declare_project_urls(f"Documentation, {DOCS}", f"Homepage, {HOME}")
+    report = shared_report()
+    urls = {f["code"]: f["url"] for f in json.loads(render("json", report))}
+    assert urls["WL101"] == "https://docs.example.org/warp-lint/rules/WL101.md"
+    assert urls["WL900"] == "https://docs.example.org/warp-lint/rules/WL900.md"  # engine codes have pages too
+    document = json.loads(render("sarif", report))
+    _validate_sarif(document)
+    driver = document["runs"][0]["tool"]["driver"]
+    assert driver["informationUri"] == HOME
+    assert {rule["id"]: rule["helpUri"] for rule in driver["rules"]} == {
+        code: f"https://docs.example.org/warp-lint/rules/{code}.md" for code in ("WL101", "WL102", "WL104", "WL900")}
 
 
 def test_sarif_fingerprints_survive_moving_the_code():

@@ -6,13 +6,13 @@ import dataclasses
 import enum
 from typing import Any
 
-
-# Rule pages are generated from the rules themselves (``warp-lint rule CODE`` prints the same text).
-DOCS_URL_BASE = "https://github.com/warp-lint/warp-lint/blob/main/docs/rules/"
+from warp_lint.links import documentation_page
 
 
-def rule_url(code: str) -> str:
-    return f"{DOCS_URL_BASE}{code}.md"
+def rule_url(code: str) -> str | None:
+    """The rule's page under the documentation the package metadata names (the pages are generated
+    from the rules themselves: ``warp-lint rule CODE`` prints the same text), or None where it names none."""
+    return documentation_page(f"rules/{code}.md")
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -96,7 +96,7 @@ class Finding:
     related: tuple[Related, ...] = ()
 
     @property
-    def url(self) -> str:
+    def url(self) -> str | None:
         return rule_url(self.code)
 
     def sort_key(self) -> tuple:

@@ -295,7 +295,8 @@ def to_diagnostic(finding: Finding, text_map: TextMap, newline: str, directives:
         message=message,
         severity=_SEVERITY.get(finding.severity, types.DiagnosticSeverity.Error),
         code=finding.code,
-        code_description=types.CodeDescription(href=finding.url),
+        # LSP requires an href in a codeDescription: none at all where there is no page to link.
+        code_description=types.CodeDescription(href=finding.url) if finding.url else None,
         source=SOURCE,
         tags=[types.DiagnosticTag.Unnecessary] if finding.code == "WL900" else None,
         related_information=[_related_information(finding, related, text_map) for related in finding.related] or None,

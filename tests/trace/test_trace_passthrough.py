@@ -7,6 +7,8 @@ import sys
 
 from trace_helpers import SCRIPTS, by_code, run, trace
 
+from warp_lint import links
+
 
 def test_output_exit_status_and_gradients_are_unchanged(tmp_path):
     shutil.copy(SCRIPTS / "hazards.py", tmp_path / "hazards.py")
@@ -26,7 +28,7 @@ def test_output_exit_status_and_gradients_are_unchanged(tmp_path):
     assert [p["location"]["row"] for p in found["WR204"]] == [_line(script, "tape.backward(loss)  # runtime-only")]
     for problem in found["WR201"] + found["WR204"]:
         assert problem["confirmation"]["status"] == "confirmed"
-        assert problem["url"].endswith(f"trace.md#{problem['code'].lower()}")
+        assert problem["url"] == links.documentation_page(f"trace.md#{problem['code'].lower()}")
 
 
 def test_a_failing_test_still_fails(project, tmp_path):

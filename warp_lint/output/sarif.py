@@ -23,10 +23,10 @@ from typing import Any, TextIO
 
 import warp_lint
 from warp_lint.finding import Confirmation, Finding, Fix, rule_url
+from warp_lint.links import home_url
 from warp_lint.output import RunReport
 
 SCHEMA_URI = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
-INFORMATION_URI = "https://github.com/warp-lint/warp-lint"
 SRCROOT = "%SRCROOT%"
 FINGERPRINT_KEY = "warpLint/v1"
 LEVELS = {"error": "error", "warning": "warning"}  # anything else is a note
@@ -97,12 +97,12 @@ def build(report: RunReport) -> dict[str, Any]:
         "runs": [
             {
                 "tool": {
-                    "driver": {
+                    "driver": _without_absent({
                         "name": "warp-lint",
                         "version": warp_lint.__version__,
-                        "informationUri": INFORMATION_URI,
+                        "informationUri": home_url(),
                         "rules": [_rule(report, first[code]) for code in codes],
-                    }
+                    })
                 },
                 "originalUriBaseIds": {SRCROOT: {"uri": root_uri}},
                 "columnKind": "unicodeCodePoints",  # Position.column counts code points
@@ -112,27 +112,34 @@ def build(report: RunReport) -> dict[str, Any]:
     }
 
 
+def _without_absent(entry: dict[str, Any]) -> dict[str, Any]:
+    """``entry`` without its None values: the URIs the package metadata names none for. The schema
+    wants a URI string wherever ``informationUri`` or ``helpUri`` is present, and a made-up one
+    would mislead."""
+    return {key: value for key, value in entry.items() if value is not None}
+
+
 def _rule(report: RunReport, example: Finding) -> dict[str, Any]:
     code, name, severity = example.code, example.name, example.severity
     rule = report.rules.get(code)
     if rule is None:
         # An engine code (E902, E999, WL900), or a report built without ``rules``.
         summary = _ENGINE_CODES.get(code, f"{name} ({code})")
-        return {
+        return _without_absent({
             "id": code,
             "name": name,
             "shortDescription": {"text": summary},
             "fullDescription": {"text": summary},
             "help": {"text": summary, "markdown": summary},
-            "helpUri": rule_url(code) if code not in _ENGINE_CODES else INFORMATION_URI,
+            "helpUri": rule_url(code),  # the engine's codes have pages too (warp_lint.rule_pages)
             "defaultConfiguration": {"level": LEVELS.get(severity, "note")},
             "properties": {"tags": ["warp-lint"]},
-        }
+        })
     sections = rule.sections()
     full = "\n\n".join(s for s in (sections.get("What it does"), sections.get("Why is this bad?")) if s)
     full = full or rule.summary()
     docs = rule.docs()
-    return {
+    return _without_absent({
         "id": code,
         "name": rule.name,
         "shortDescription": {"text": rule.summary()},
@@ -147,7 +154,7 @@ def _rule(report: RunReport, example: Finding) -> dict[str, Any]:
             "fixable": rule.fixable(),
             "runtimeStrategy": list(rule.runtime_strategy),
         },
-    }
+    })
 
 
 def _unwrap(markdown: str) -> str:
