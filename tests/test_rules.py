@@ -124,10 +124,20 @@ def by_name(x: wp.array(dtype=float), n: int, out: wp.array(dtype=wp.vec3)):
     for k in range(n):
         v.x = v.x * x[k]
     out[0] = v
+
+
+@wp.kernel
+def by_slice(x: wp.array(dtype=wp.mat33), out: wp.array(dtype=float)):
+    z = x[0]
+    z[0, :2] = 2.0 * z[0, :2]
+    z[:2, 1:] = z[:2, 1:] * 2.0
+    out[0] = wp.trace(z)
 """
     messages = [f.message for f in lint_code(code, select=["WL103"])]
     assert any(m.startswith("`v[k]`") for m in messages), messages
     assert any(m.startswith("`v.x`") for m in messages), messages
+    assert any(m.startswith("`z[0, :2]`") for m in messages), messages
+    assert any(m.startswith("`z[:2, 1:]`") for m in messages), messages
 
 
 def test_the_dynamic_loop_fix_is_one_that_applies_to_the_loop():

@@ -215,7 +215,8 @@ def run_lint(arguments: argparse.Namespace, paths: list[Path], only_line: int | 
         sys.stderr.write(f"error: {message}\n")
     if internal_errors:
         return EXIT_ERROR
-    if findings and not arguments.exit_zero:
+    # A finding the runtime checker cleared keeps its place in the report, not in the exit status.
+    if any(f.confirmation is None or f.confirmation.status != "cleared" for f in findings) and not arguments.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
 
@@ -249,7 +250,8 @@ def _confirm(findings, arguments) -> None:
         raise UsageError(f"--confirm needs the runtime checker's dependencies ({error.name} is missing):"
                          " pip install 'warp-lint[runtime]'") from None
     progress = progress_printer()
-    confirm_findings([f for f in findings if f.data.get("strategy")], device=arguments.device,
+    rules = all_rules()
+    confirm_findings([f for f in findings if f.code in rules], device=arguments.device,
                      timeout=arguments.confirm_timeout, progress=progress)
     if progress:
         sys.stderr.write("\r\x1b[2K")

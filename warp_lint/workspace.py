@@ -400,6 +400,10 @@ class Workspace:
         if context.state not in settings.report_contexts:
             return None
         data = {**finding.data, "context": context.state, "context_reason": context.reason}
+        if definition.kind != "kernel":
+            # Where a helper's code runs: `trace` checks its findings on these kernels' launches.
+            data["calling_kernels"] = [{"path": caller.symbol.path, "kernel": caller.summary.name, "calls": name}
+                                       for caller, name in self.model.kernels_calling(definition)]
         related = finding.related
         if context.state == DIFFERENTIATED and context.reach is not None:
             reach = context.reach

@@ -87,9 +87,14 @@ def _summary(report: RunReport, stream: TextIO) -> None:
         for (code, name), count in counts.most_common():
             star = "[*]" if fixable[code] == count else "   "
             stream.write(f"{count:>5}\t{code}\t{star} {name}\n")
-    count = len(report.findings)
+    cleared = sum(1 for f in report.findings if f.confirmation is not None and f.confirmation.status == "cleared")
+    count = len(report.findings) - cleared
     if report.fixed:
         stream.write(f"Fixed {report.fixed} error{'s' if report.fixed != 1 else ''}.\n")
+    if cleared and not report.quiet:
+        # A finding a run-time check cleared is shown with its evidence, but it is not an error.
+        stream.write(f"{cleared} finding{'s' if cleared != 1 else ''} cleared at run time (its evidence is"
+                     f" shown with it): not counted as {'errors' if cleared != 1 else 'an error'}.\n")
     if count:
         stream.write(_paint(report, f"Found {count} error{'s' if count != 1 else ''}.", "bold") + "\n")
         safe = sum(1 for f in report.findings if f.fix and f.fix.applicability is Applicability.SAFE)

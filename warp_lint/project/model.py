@@ -806,6 +806,27 @@ class ProjectModel(FactoryFlow, FindingContexts):
                         found.add(symbol)
         return frozenset(found)
 
+    def kernels_calling(self, definition: WarpDefinition, limit: int = 16) -> list[tuple[WarpDefinition, str]]:
+        """The kernels that run a func, each with the name its body calls on the way (the func's
+        own, or that of the func through which it is reached), nearest first: a run of those
+        kernels is where the func's code runs (``trace`` checks a helper's finding there)."""
+        found: list[tuple[WarpDefinition, str]] = []
+        seen = {definition.symbol}
+        frontier = [definition]
+        while frontier and len(found) < limit:
+            callee = frontier.pop(0)
+            name = callee.summary.name
+            callers = self._callers(callee.symbol, name) + (self._made_callers(callee.symbol, name) or [])
+            for symbol, caller in callers:
+                if symbol in seen:
+                    continue
+                seen.add(symbol)
+                if caller.kind == "kernel":
+                    found.append((caller, name))
+                elif caller.kind in ("func", "func_native"):
+                    frontier.append(caller)
+        return found[:limit]
+
     def _callers(self, func: Symbol, name: str) -> list[tuple[Symbol, WarpDefinition]]:
         """The kernels and funcs whose bodies call ``func``."""
         found = []

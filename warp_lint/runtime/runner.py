@@ -107,6 +107,17 @@ def _request_for(finding: Finding, planned_id: str) -> dict[str, Any]:
     }
 
 
+def _no_experiment(finding: Finding) -> dict[str, Any]:
+    """The verdict on a finding that no experiment of ``--confirm`` decides, and where to turn."""
+    if finding.code.startswith("WL2") or finding.data.get("host"):
+        where = ("its hazard lies in what the program does across launches and tapes; run the program under"
+                 " `warp-lint trace -- COMMAND` (e.g. `warp-lint trace -- pytest`), which observes it")
+    else:
+        where = "the rule states a practice that no gradient comparison of one kernel decides"
+    return {"status": Status.INCONCLUSIVE, "reason": Reason.NO_EXPERIMENT,
+            "detail": f"--confirm has no experiment for {finding.code}: {where}"}
+
+
 def _confirmation(record: dict[str, Any], *, warp_version: str | None, device: str | None) -> Confirmation:
     reason = record.get("reason", Reason.CRASH)
     detail = record.get("detail", "")
@@ -339,7 +350,8 @@ def confirm_findings(
     cache_dir: str | None = None,
     python: str | None = None,
 ) -> None:
-    """Set ``finding.confirmation`` on every finding whose ``finding.data`` declares a ``strategy``.
+    """Set ``finding.confirmation`` on every finding whose ``finding.data`` declares a ``strategy``,
+    and an inconclusive ``no-experiment`` verdict, saying where to turn, on every other one.
 
     Findings are grouped by file; each file's experiments run in one child process (one import,
     one compile). ``timeout`` limits each phase: the import and each experiment (a compile gets
@@ -352,6 +364,10 @@ def confirm_findings(
     children run in (default: this one): the environment where the user's project imports, with
     ``warp`` and ``numpy`` installed; warp-lint's own package is put on its path.
     """
+    for finding in findings:
+        if not strategies_of(finding.data):
+            finding.confirmation = _confirmation(_no_experiment(finding), warp_version=_installed_warp_version(),
+                                                 device=device)
     selected = [f for f in findings if strategies_of(f.data)]
     total = len(selected)
     cache_dir = os.path.abspath(cache_dir or default_cache_dir())

@@ -40,6 +40,7 @@ class Reason:
     SINGULAR_NOT_REACHED = "singular-not-reached"  # value-dependent hazard never triggered
     FEW_DRAWS = "few-draws"  # AD agreed, but fewer draws than a clear needs ran the statement
     REPLAY_UNSUPPORTED = "replay-unsupported"  # a host launch sequence that cannot be replayed
+    NO_EXPERIMENT = "no-experiment"  # the rule has no run-time experiment: trace observes host rules on real runs
 
 
 STRATEGIES = ("gradcheck", "overwrite-tracking", "replay")

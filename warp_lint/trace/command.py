@@ -64,6 +64,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     output.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     output.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
+    output.add_argument("--report-contexts", metavar="CONTEXTS",
+                        help="trace kernel findings in these differentiation contexts, comma-separated (as for"
+                             " `check`: differentiated, public, unknown, forward-only, unreachable, or all)")
+    output.add_argument("--report-forward-only", action="store_true",
+                        help="trace kernel findings in every context, forward-only and unreachable code included:"
+                             " a run may differentiate what the static pass found no recording of")
     parser.set_defaults(force_exclude=False, report_unused_noqa=False, jobs=None, fix=False, unsafe_fixes=False,
                         diff=False, exit_zero=False)
 
@@ -84,19 +90,64 @@ def kernel_plan(findings) -> dict[str, dict[str, Any]]:
     from warp_lint.runtime.verdicts import strategies_of
 
     plan: dict[str, dict[str, Any]] = {}
+
+    def flag(path: str, kernel: str, code: str, line: int) -> dict[str, Any]:
+        entry = plan.setdefault(path, {}).setdefault(kernel, {"findings": [], "reads": [], "writes": []})
+        entry["findings"].append({"code": code, "line": line})
+        return entry
+
     for finding in findings:
         data = finding.data
         if finding.code.startswith("WL2") or data.get("host") or not data.get("kernel"):
             continue
-        if data.get("function_kind", "kernel") != "kernel" or "gradcheck" not in strategies_of(data):
+        if "gradcheck" not in strategies_of(data):
             continue
-        entry = plan.setdefault(os.path.realpath(finding.path), {}).setdefault(
-            data["kernel"], {"findings": [], "reads": [], "writes": []})
+        if data.get("function_kind", "kernel") != "kernel":
+            # A helper's code runs in the kernels that call it: check their launches where the call ran.
+            data["traced_through"] = _call_sites(data.get("calling_kernels") or ())
+            for site in data["traced_through"]:
+                flag(site["path"], site["kernel"], finding.code, site["line"])
+            continue
         flagged = data.get("flagged_lines") or [finding.start.line]
-        entry["findings"].append({"code": finding.code, "line": int(flagged[0])})
+        entry = flag(os.path.realpath(finding.path), data["kernel"], finding.code, int(flagged[0]))
         entry["reads"] = sorted(set(entry["reads"]) | set(data.get("reads") or ()))
         entry["writes"] = sorted(set(entry["writes"]) | set(data.get("writes") or ()))
     return plan
+
+
+def _call_sites(calling_kernels) -> list[dict[str, Any]]:
+    """For each kernel that runs a helper (the static pass's ``calling_kernels``: its file, its
+    name, the name its body calls), the first line of its body that makes that call."""
+    import ast
+
+    sites, trees = [], {}
+    for caller in calling_kernels:
+        path = os.path.realpath(caller["path"])
+        if path not in trees:
+            try:
+                with open(path, "rb") as handle:
+                    trees[path] = ast.parse(handle.read())
+            except (OSError, SyntaxError, ValueError):
+                trees[path] = None
+        kernel = next((node for node in ast.walk(trees[path]) if isinstance(node, ast.FunctionDef)
+                       and node.name == caller["kernel"]), None) if trees[path] is not None else None
+        lines = sorted(node.lineno for node in ast.walk(kernel) if isinstance(node, ast.Call)
+                       and _called_name(node.func) == caller["calls"]) if kernel is not None else []
+        if lines:
+            sites.append({"path": path, "kernel": caller["kernel"], "line": lines[0]})
+    return sites
+
+
+def _called_name(func) -> str | None:
+    import ast
+
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Call):  # `wp.static(helper)(...)`
+        return _called_name(func.args[0]) if func.args else None
+    return None
 
 
 def run_trace(arguments: argparse.Namespace) -> int:
@@ -158,7 +209,8 @@ def run_trace(arguments: argparse.Namespace) -> int:
         report = RunReport(
             findings=everything, sources=sources, files_checked=len({f.path for f in traced}),
             color=use_color(arguments.color, stream) and output_format in ("text", "concise"),
-            statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules())
+            statistics=arguments.statistics, root=str(Path.cwd()), quiet=arguments.quiet, rules=all_rules(),
+            hidden_by_context=sum(r.hidden_by_context for r in results if os.path.realpath(r.path) in facts.touched))
         renderers()[output_format](report, stream)
         if output_format in ("text", "concise") and not arguments.quiet:
             stream.write(_summary_line(counts, facts, len(traced)) + "\n")

@@ -198,6 +198,31 @@ class Tracer:
             stack = self.local.sites = []
         return stack
 
+    @property
+    def current_launches(self) -> list:
+        """The bound arguments of the launches running now (innermost last), beside their sites."""
+        stack = getattr(self.local, "launches", None)
+        if stack is None:
+            stack = self.local.launches = []
+        return stack
+
+    def read_is_stale(self, item: dict) -> bool:
+        """Whether Warp's warning that an argument "has already been read" speaks of a read no tape will
+        replay. Warp marks an array read when a recorded launch reads it and clears the mark only on
+        that tape's backward() or reset(): a tape dropped without either leaves the mark, and the next
+        write warns although no backward() will ever replay the read. The tracer keeps each read with
+        its tape; when it saw the written array and none of its reads is pending, the warning is stale."""
+        launches = self.current_launches
+        if item.get("kind") != "across-launches" or not item.get("argument") or not launches:
+            return False
+        bound = launches[-1]
+        values = list(bound.get("inputs") or []) + list(bound.get("outputs") or [])
+        params = [a.label for a in getattr(getattr(bound.get("kernel"), "adj", None), "args", [])]
+        if len(params) != len(values) or item["argument"] not in params:
+            return False
+        key = _key(values[params.index(item["argument"])])
+        return key is not None and not any(a.pending() for a in self.reads.get(key, ()))
+
     def internal_error(self, where: str) -> None:
         key = ("internal-error", where)
         if key in self.seen:
@@ -403,6 +428,8 @@ class Tracer:
             text = _ARRAY_VALUES.sub(lambda m: f"Array [...] {m.group(1)}", message.strip())
             for item in parsed:
                 item["file"] = _realpath(item["file"])
+                if self.read_is_stale(item):
+                    continue
                 key = ("tracker", item["kind"], item["file"], item["line"], item.get("argument"), site["file"], site["line"])
                 if key in self.seen:
                     continue
@@ -428,12 +455,14 @@ class Tracer:
             before = self.before_launch(bound)
         except Exception:  # noqa: BLE001
             self.internal_error("before_launch")
-        sites = self.current_sites
+        sites, launches = self.current_sites, self.current_launches
         sites.append(before["site"] if before else self.user_site(3))
+        launches.append(bound)
         try:
             result = original(*args, **kwargs)
         finally:
             sites.pop()
+            launches.pop()
         if before is not None:
             try:
                 self.after_launch(before, bound)

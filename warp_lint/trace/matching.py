@@ -24,10 +24,9 @@ from collections import defaultdict
 from typing import Any
 
 from warp_lint.finding import Confirmation, Finding, Position
+from warp_lint.links import documentation_page
 from warp_lint.source import source_line as line_of
 from warp_lint.runtime.tracking import matching_messages
-
-TRACE_DOCS_URL = "https://github.com/warp-lint/warp-lint/blob/main/docs/trace.md"
 
 PROBLEM_CODES = {
     "WR201": ("tape-overwrite-observed", "an array read by a launch recorded on a tape was overwritten before that"
@@ -64,8 +63,9 @@ class RuntimeProblem(Finding):
     """A runtime-only problem: shaped like a finding, documented in docs/trace.md."""
 
     @property
-    def url(self) -> str:
-        return f"{TRACE_DOCS_URL}#{self.code.lower()}"
+    def url(self) -> str | None:
+        # docs/trace.md gives each code's row an anchor named after the code, lowercased.
+        return documentation_page(f"trace.md#{self.code.lower()}")
 
 
 def _real(path: str) -> str:
@@ -422,23 +422,43 @@ def _hits(check: dict, line: int) -> int | None:
 
 
 def _judge_kernel(finding, path, first, last, facts: RunFacts, config) -> Confirmation:
-    kernel = finding.data["kernel"]
-    key = (path, kernel)
-    launched = facts.launch_count(path, kernel)
     messages = [e for e in facts.by_kind["tracker"] if e.get("kind") == "in-kernel"]
     warned = matching_messages(messages, path, first, last, None) if messages else []
     if finding.data.get("function_kind") == "func":
-        if warned:
-            return _confirmation(CONFIRMED, f"overwrite-warning: {warned[0].get('message', '')[:300]}", facts, config,
-                                 warp_warnings=_tracker_text(warned))
-        any_launch = any(file == path for file, _ in facts.launches)
-        if any_launch:
-            return _confirmation(INCONCLUSIVE, "not-checked: findings in @wp.func helpers are not gradchecked by trace"
-                                 " (use `warp-lint check --confirm`)", facts, config)
-        return _confirmation(NOT_EXERCISED, "not-reached: no kernel of this file was launched", facts, config)
+        return _judge_helper(finding, warned, facts, config)
+    return _kernel_verdict((path, finding.data["kernel"]), first, warned, facts, config)
 
+
+# The order in which a helper's verdicts through its calling kernels decide: evidence first.
+_DECISIVE = (CONFIRMED, CLEARED, INCONCLUSIVE, NOT_EXERCISED)
+
+
+def _judge_helper(finding, warned: list[dict], facts: RunFacts, config) -> Confirmation:
+    """A ``@wp.func``'s code runs inside the kernels that call it (``traced_through``: each
+    calling kernel with the line of its body that makes the call, from the static pass): its
+    finding is judged on their launches as a kernel finding at that line, the most decisive
+    verdict first (a gradient mismatch in a launch where the call ran confirms, as a mismatch
+    where a kernel's flagged line ran does)."""
+    if warned:
+        return _confirmation(CONFIRMED, f"overwrite-warning: {warned[0].get('message', '')[:300]}", facts, config,
+                             warp_warnings=_tracker_text(warned))
+    verdicts = []
+    for site in finding.data.get("traced_through") or ():
+        verdict = _kernel_verdict((site["path"], site["kernel"]), int(site["line"]), [], facts, config)
+        verdict.reason = (f"{verdict.reason} (through kernel `{site['kernel']}`, whose call at"
+                          f" {_where({'file': site['path'], 'line': site['line']})} runs this helper)")
+        verdicts.append(verdict)
+    if verdicts:
+        return min(verdicts, key=lambda v: _DECISIVE.index(v.status))
+    return _confirmation(NOT_EXERCISED, "not-reached: the static pass found no kernel that calls this helper",
+                         facts, config)
+
+
+def _kernel_verdict(key: tuple[str, str], line: int, warned: list[dict], facts: RunFacts, config) -> Confirmation:
+    """The verdict on a kernel's line from the gradchecks of its real launches (``key``: its file
+    and name)."""
+    launched = facts.launch_count(*key)
     checks = facts.gradchecks.get(key, [])
-    line = first
     executed = [c for c in checks if (_hits(c, line) or 0) > 0]
     fails = [c for c in executed if c.get("status") == "fail"]
     summary = [{"site": c.get("site"), "status": c.get("status"), "hits": _hits(c, line), "dim": c.get("dim"),
