@@ -36,7 +36,11 @@ class SqrtAtZero(Rule):
     ## Fix safety
     No automatic fix (the replacement changes the gradient at zero, which is the point, and a
     scalar sum of squares needs a vector built first). Use `wp.length(d)` (or
-    `wp.length(wp.vec2(x, y))`), or guard the zero case with an `if`.
+    `wp.length(wp.vec2(x, y))`), or guard the zero case with an `if`. Where the norm then divides
+    (`u = d / n`), `wp.length` alone does not help: `d / wp.length(d)` is NaN at zero too, and so is
+    an unused `wp.sqrt(wp.dot(d, d))` left beside the fix (its adjoint multiplies a zero by its
+    infinite derivative). The message then gives `wp.normalize(d)` for the direction, whose value
+    and adjoint are 0 at zero (measured on 1.19), or a guard before the division.
 
     ## Warp versions
     All versions (measured on 1.12.1 through 1.19.0).
@@ -157,14 +161,52 @@ class SqrtAtZero(Rule):
                     continue
                 reported.add(id(statement))
                 spelled = call.name.replace("warp.", "wp.")
-                instead = _instead(bases)
+                zero = " and ".join(f"`{base}`" for base in bases)
                 context.report(
                     self, statement,
                     f"`{spelled}` of a squared norm (`{context.code(argument)}`) has an infinite adjoint at zero:"
-                    f" gradients are NaN where the norm is 0 (value-dependent: coincident points); use"
-                    f" {instead}, whose adjoint is guarded",
+                    f" gradients are NaN where {zero} {'is' if len(bases) == 1 else 'are'} zero (value-dependent);"
+                    f" {_fix(context, function, statement, bases)}",
                     data={**function.runtime_data(), "check_nonfinite": True},
                 )
+
+
+def _fix(context: FileContext, function: FunctionModel, statement: cst.CSTNode, bases: dict[str, bool]) -> str:
+    """The guarded norm to use; but where the norm then divides (`d / n`), `wp.length` leaves the
+    division by zero in place (measured on 1.19: `x / wp.length(x)` at zero gives NaN, and
+    `wp.normalize(x)` gives 0 with a zero gradient), so the fix is the direction or a guard."""
+    instead = _instead(bases)
+    norm = _assigned_name(statement)
+    division = _division_by(function.node, norm) if norm else None
+    if division is None:
+        return f"use {instead}, whose adjoint is guarded"
+    numerator, line = context.code(division.left), context.position(division)[0].line
+    if len(bases) == 1 and numerator in bases and bases[numerator]:
+        return (f"`{numerator} / {norm}` (line {line}) then divides by the same zero, which {instead} alone does not"
+                f" guard: use `wp.normalize({numerator})` for the direction and {instead} for the norm")
+    return (f"`{context.code(division)}` (line {line}) then divides by the same zero, which {instead} alone does not"
+            f" guard: use {instead} and guard the zero case (`if {norm} > 0.0:`) before dividing")
+
+
+def _assigned_name(statement: cst.CSTNode) -> str | None:
+    """`n` in `n = wp.sqrt(...)`."""
+    if isinstance(statement, cst.Assign) and len(statement.targets) == 1 \
+            and isinstance(statement.targets[0].target, cst.Name):
+        return statement.targets[0].target.value
+    return None
+
+
+def _division_by(function: cst.FunctionDef, name: str) -> cst.BinaryOperation | None:
+    """The first `x / name` in the function."""
+    found: list[cst.BinaryOperation] = []
+
+    class Divisions(cst.CSTVisitor):
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if isinstance(node.operator, cst.Divide) and isinstance(node.right, cst.Name) and node.right.value == name:
+                found.append(node)
+
+    function.visit(Divisions())
+    return found[0] if found else None
 
 
 def _instead(bases: dict[str, bool]) -> str:

@@ -221,11 +221,17 @@ class UnrecordedLaunch(Rule):
         if at in reported:
             return
         reported.add(at)
+        region = event.region
+        tape = f"`{region.tape}`" if region is not None and region.tape else "a tape"
+        # The launch may sit in a helper that a caller runs inside `with tape:`: name both places.
+        recording = f" (`with` at {context.where(region.location, at)})" if region is not None else ""
         context.report(self, at, (
-            f"kernel `{definition.summary.name}` has no backward ({where} disables it) but is recorded on a tape"
-            f" ({context.where(event.location, at)}) and its output reaches the loss: `backward()` skips it, so every"
-            f" gradient upstream of it is zero; enable backward for kernels on the gradient path"),
-            related=[("recorded here", event.location)])
+            f"kernel `{definition.summary.name}` has no backward ({where} disables it), but its launch at"
+            f" {context.where(event.location, at)} runs while {tape} records{recording} and its output reaches the"
+            f" loss: `backward()` skips it, so every gradient upstream of it is zero; enable backward for kernels on"
+            f" the gradient path"),
+            related=[("launched here", event.location)]
+            + ([(f"{tape} records from here", region.location)] if region is not None else []))
 
 
 def _backward_disabled(context: ProjectContext, launch: Launch) -> WarpDefinition | None:

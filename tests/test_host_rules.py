@@ -417,6 +417,40 @@ def test_wl205_config_switch_is_reported_on_its_line():
     assert "wp.config.enable_backward = False" in code.splitlines()[2]
 
 
+def test_wl205_names_the_launch_and_the_tape_that_records_it_through_a_helper():
+    """The launch is a plain one in a helper; the tape is the caller's: the message names both."""
+    code = textwrap.dedent("""\
+        import warp as wp
+
+
+        @wp.kernel(enable_backward=False)
+        def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+            i = wp.tid()
+            y[i] = x[i] * x[i]
+
+
+        @wp.kernel
+        def total(y: wp.array(dtype=float), loss: wp.array(dtype=float)):
+            wp.atomic_add(loss, 0, y[wp.tid()])
+
+
+        def step(x, y):
+            wp.launch(square, 3, inputs=[x], outputs=[y])
+
+
+        def run(x, y, loss):
+            tape = wp.Tape()
+            with tape:
+                step(x, y)
+                wp.launch(total, 3, inputs=[y], outputs=[loss])
+            tape.backward(loss)
+        """)
+    (finding,) = lint_code(code, select=["WL205"])
+    assert "its launch at line 16 runs while `tape` records (`with` at line 21)" in finding.message, finding.message
+    assert [(r.message, r.start.line) for r in finding.related][:2] == [("launched here", 16),
+                                                                        ("`tape` records from here", 21)]
+
+
 COPY_CHAIN = """
 import warp as wp
 

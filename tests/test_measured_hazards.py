@@ -864,6 +864,45 @@ def test_a_norm_of_values_clamped_at_zero_is_singular_only_with_the_constant_fir
     assert np.allclose(a.grad.numpy()[1:], [0.0, 0.6]) and np.allclose(b.grad.numpy()[1:], [0.0, 0.8])
 
 
+DIRECTION = """
+import warp as wp
+
+
+@wp.kernel
+def direction(a: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+    i = wp.tid()
+    d = a[i]
+    n = NORM
+    u = d / n
+    out[i] = u[0] + 2.0 * u[1]
+"""
+
+
+@pytest.mark.parametrize(("norm", "finite"), [("wp.sqrt(wp.dot(d, d))", False), ("wp.length(d)", False)])
+def test_a_norm_that_then_divides_is_singular_even_guarded_and_the_message_says_normalize(norm, finite, tmp_path):
+    """`d / wp.length(d)` is as NaN at zero as `d / wp.sqrt(wp.dot(d, d))`: WL110's usual advice
+    (use `wp.length`) would not help, so the message gives `wp.normalize(d)`, measured finite."""
+    code = DIRECTION.replace("NORM", norm)
+    if norm.startswith("wp.sqrt"):
+        (finding,) = lint_code(code, select=["WL110"])
+        assert "`d / n` (line 9) then divides by the same zero" in finding.message
+        assert "use `wp.normalize(d)` for the direction and `wp.length(d)` for the norm" in finding.message
+    # The fix as the message gives it. The square root must go too: unused, its adjoint still
+    # multiplies a zero by its infinite derivative (NaN, measured).
+    fixed = code.replace("u = d / n", "u = wp.normalize(d)").replace(f"n = {norm}", "n = wp.length(d)")
+    for source, expected_finite in ((code, finite), (fixed, True)):
+        kernel = _load_kernel(source, tmp_path / f"direction_{len(source)}.py")
+        a = wp.array(np.zeros((2, 3), dtype=np.float32), dtype=wp.vec3, requires_grad=True, device="cpu")
+        a.assign(np.array([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], dtype=np.float32))
+        out = wp.zeros(2, dtype=float, requires_grad=True, device="cpu")
+        tape = wp.Tape()
+        with tape:
+            wp.launch(kernel, 2, inputs=[a], outputs=[out], device="cpu")
+        tape.backward(grads={out: wp.ones_like(out)})
+        assert bool(np.isfinite(a.grad.numpy()[0]).all()) == expected_finite
+        assert np.allclose(a.grad.numpy()[1], [-0.064, 0.048, 0.0], atol=1e-5)  # d/da of (a0 + 2 a1) / |a|, at (3, 4, 0)
+
+
 STRUCT_SHIFT = """
 import numpy as np
 import warp as wp
