@@ -286,7 +286,8 @@ class DynamicLoopMutation(Rule):
                         continue  # carried only linearly (`s = 0.5 * s + x[i]`): the adjoint needs no value
                     reported.add(name)
                     origin = flow.origin(name) if use.indexes is None else None
-                    why = f"`{name}` carries the gradient of `{origin}` and" if origin else f"`{name}`"
+                    # `A` carries the gradient of `A` says nothing: a value named as its origin is just named.
+                    why = f"`{name}` carries the gradient of `{origin}` and" if origin and origin != name else f"`{name}`"
                     used = f"`{use.name}` is {use.how}" if use.name != name else f"is {use.how}"
                     context.report(
                         self, binding.node,

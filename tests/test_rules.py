@@ -170,3 +170,24 @@ def test_the_dynamic_loop_fix_is_one_that_applies_to_the_loop():
     (finding,) = lint_code(power.format(options=""), select=["WL104"])
     assert "own array slot" in finding.message and "raise the module's `max_unroll`" in finding.message
     assert lint_code(power.format(options='wp.set_module_options({"max_unroll": 32})'), select=["WL104"]) == []
+
+
+def test_a_carried_value_compared_through_a_call_is_named_with_its_test():
+    """`wp.dot(v, normal) < 0.0` passes no gradient back through the dot: the value is needed for
+    the branch it decides, and the message says so rather than blaming `wp.dot`."""
+    code = """
+import warp as wp
+
+
+@wp.kernel
+def bounce(x: wp.array(dtype=wp.vec3), n: int, normal: wp.array(dtype=wp.vec3), out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    v = x[i]
+    for k in range(n):
+        if wp.dot(v, normal[i]) < 0.0:
+            v = v - 2.0 * normal[i]
+        v = v + x[i]
+    out[i] = v
+"""
+    (finding,) = lint_code(code, select=["WL104"])
+    assert "previous pass is compared in `wp.dot(v, normal[i]) < 0.0`" in finding.message, finding.message

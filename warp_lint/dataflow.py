@@ -355,16 +355,16 @@ class Dataflow:
             yield from self._walk(node.expression, inner, how, statement, sequence)
             return
         if kind is cst.Comparison:
-            yield from self._walk(node.left, BRANCH, "compared", statement, sequence)
+            yield from self._compared(node.left, node, statement, sequence)
             for target in node.comparisons:
-                yield from self._walk(target.comparator, BRANCH, "compared", statement, sequence)
+                yield from self._compared(target.comparator, node, statement, sequence)
             return
         if kind is cst.BooleanOperation:
-            yield from self._walk(node.left, BRANCH, "compared", statement, sequence)
-            yield from self._walk(node.right, BRANCH, "compared", statement, sequence)
+            yield from self._compared(node.left, node, statement, sequence)
+            yield from self._compared(node.right, node, statement, sequence)
             return
         if kind is cst.IfExp:
-            yield from self._walk(node.test, BRANCH, "compared", statement, sequence)
+            yield from self._compared(node.test, node.test, statement, sequence)
             yield from self._walk(node.body, position, how, statement, sequence)
             yield from self._walk(node.orelse, position, how, statement, sequence)
             return
@@ -375,6 +375,15 @@ class Dataflow:
             return
         for child in children(node):
             yield from self._walk(child, position, how, statement, sequence)
+
+    def _compared(self, node, test, statement, sequence) -> Iterator[Use]:
+        """The uses in an operand of a comparison: a value that reaches the test only through
+        other operations (`wp.dot(v, n) < 0.0`) is needed for the branch, not for those operations'
+        adjoints (the test passes no gradient back), so it is told as compared in the test."""
+        for use in self._walk(node, BRANCH, "compared", statement, sequence):
+            if use.position == BRANCH and use.node is not node:
+                use = dataclasses.replace(use, how=f"compared in `{_code(test)}`")
+            yield use
 
     def _binary(self, node: cst.BinaryOperation, position, how, statement, sequence) -> Iterator[Use]:
         operator = node.operator
