@@ -153,24 +153,32 @@ class PerStepTapeTruncation(Rule):
 
     @staticmethod
     def _carried(scope: HostScope, span: LoopSpan, events: list[HostEvent], launches: list[HostEvent]) -> str | None:
-        """An array a recorded launch reads that the loop writes again, or whose name is rebound to one it wrote."""
-        reads = {}
-        for event in launches:
-            for ref in event.launch.reads(convention=True):
-                if not scope.per_iteration(ref, span):
-                    reads.setdefault(ref.key, ref.code)
+        """An array a recorded launch reads before the pass writes it and that the loop writes again
+        (the value it reads is the previous pass's), or whose name is rebound to one it wrote. An
+        array written earlier in the pass than it is read (`x` computed, then summed into the loss)
+        carries nothing across passes, and neither does a parameter updated from its own gradient."""
+        first_write: dict[str, int] = {}
         written: set[str] = set()
+        descended: set[str] = set()
         for event in events:
             refs = list(event.writes)
             if event.launch is not None:
                 refs += event.launch.writes(convention=True)
             written |= {r.key for r in refs}
+            descended |= _descended(event, refs)
+            for ref in refs:
+                first_write.setdefault(ref.key, event.order)
+        reads = {}
+        for event in launches:
+            for ref in event.launch.reads(convention=True):
+                if not scope.per_iteration(ref, span) and event.order <= first_write.get(ref.key, event.order):
+                    reads.setdefault(ref.key, ref.code)
         for key, code in reads.items():
-            if key in written:
+            if key in written and key not in descended:
                 return code
         codes = set(reads.values())
         for event in events:
-            if event.kind == "assign" and event.name in codes and event.key in written:
+            if event.kind == "assign" and event.name in codes and event.key in written - descended:
                 return event.name
         return None
 
@@ -194,3 +202,13 @@ class PerStepTapeTruncation(Rule):
             return f"the `.grad` buffers add up over the passes and `{after.receiver}.grad` is read after the loop"
         return None
 
+
+def _descended(event: HostEvent, written: list) -> set[str]:
+    """The arrays this event writes from their own gradient (`descend(p, p.grad)`,
+    `p.assign(p - rate * p.grad)`): a parameter that the training loop updates, not state that a
+    simulation carries from one pass to the next. A per-pass tape is how such a loop is written."""
+    if event.launch is not None:
+        arguments = {ref.code for ref in event.launch.refs} | set(event.launch.inputs) | set(event.launch.outputs)
+        return {ref.key for ref in written if f"{ref.code}.grad" in arguments}
+    value = event.value.code if event.value is not None else ""
+    return {ref.key for ref in written if f"{ref.code}.grad" in value}

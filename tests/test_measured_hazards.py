@@ -979,3 +979,63 @@ def test_a_dynamic_loop_adjoint_reruns_each_pass_from_the_value_before_the_loop(
     tape.backward(grads={out: wp.ones_like(out)})
     assert np.allclose(x.grad.numpy(), [5.0 * 3.0 * 2.0 * 15.0, 5.0 * 3.0 * 5.0, 5.0])  # right: [15, 10, 6]
     assert "from its value before the loop" in lint_code(CARRIED_PRODUCT, select=["WL104"])[0].message
+
+
+TRAINING = """
+import numpy as np
+import warp as wp
+
+
+@wp.kernel
+def simulate(p: wp.array(dtype=float), x: wp.array(dtype=float)):
+    i = wp.tid()
+    x[i] = p[i] * p[i]
+
+
+@wp.kernel
+def total(x: wp.array(dtype=float), loss: wp.array(dtype=float)):
+    wp.atomic_add(loss, 0, x[wp.tid()])
+
+
+@wp.kernel
+def descend(p: wp.array(dtype=float), grad: wp.array(dtype=float), rate: float):
+    i = wp.tid()
+    p[i] = p[i] - rate * grad[i]
+
+
+def train(values, iterations):
+    p = wp.array(values, dtype=float, requires_grad=True)
+    x = wp.zeros(len(values), dtype=float, requires_grad=True)
+    loss = wp.zeros(1, dtype=float, requires_grad=True)
+    seen = []
+    for it in range(iterations):
+        tape = wp.Tape()
+        with tape:
+            wp.launch(simulate, len(values), inputs=[p], outputs=[x])
+            wp.launch(total, len(values), inputs=[x], outputs=[loss])
+        tape.backward(loss)
+        seen.append((p.numpy().copy(), p.grad.numpy().copy()))
+        wp.launch(descend, len(values), inputs=[p, p.grad, 0.1])
+        tape.zero()
+        loss.zero_()
+    return seen, p.grad.numpy()
+"""
+
+
+@pytest.mark.parametrize("zeroed", [True, False])
+def test_a_training_loop_with_a_tape_per_step_is_no_truncation(zeroed, tmp_path):
+    """A per-iteration tape whose parameter the loop updates from its gradient (`descend(p,
+    p.grad)`), and whose other arrays are written before they are read in the pass: nothing is
+    carried across passes. With `tape.zero()` each pass's gradient is that pass's (2 p, measured);
+    without it the gradients add up (WL204, measured: the running sum of 2 p), which is not
+    WL208's truncation. WL208 called `p`, then `x`, "state carried to the next pass" here."""
+    code = TRAINING if zeroed else TRAINING.replace("        tape.zero()\n", "")
+    found = [f.code for f in lint_code(code, select=["WL208", "WL204"])]
+    assert found == ([] if zeroed else ["WL204"])
+    module = _load_program(code, tmp_path / f"training_{zeroed}.py")
+    total = 0.0
+    seen, last = module.train(np.array([1.0, 2.0], dtype=np.float32), 3)
+    for p, gradient in seen:
+        total = 2.0 * p + (0.0 if zeroed else total)
+        assert np.allclose(gradient, total)
+    assert np.allclose(last, 0.0 if zeroed else total)
