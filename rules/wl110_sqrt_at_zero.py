@@ -197,12 +197,28 @@ def _assigned_name(statement: cst.CSTNode) -> str | None:
 
 
 def _division_by(function: cst.FunctionDef, name: str) -> cst.BinaryOperation | None:
-    """The first `x / name` in the function."""
+    """The first `x / name` in the function that no test of `name` guards (`if name > eps:` around
+    it, or the test of a conditional expression): a guarded division is not singular, and there
+    `wp.length` alone is the fix."""
     found: list[cst.BinaryOperation] = []
+    guards: list[bool] = []
 
     class Divisions(cst.CSTVisitor):
+        def visit_If(self, node: cst.If) -> None:
+            guards.append(mentions_name(node.test, name))
+
+        def leave_If(self, node: cst.If) -> None:
+            guards.pop()
+
+        def visit_IfExp(self, node: cst.IfExp) -> None:
+            guards.append(mentions_name(node.test, name))
+
+        def leave_IfExp(self, node: cst.IfExp) -> None:
+            guards.pop()
+
         def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
-            if isinstance(node.operator, cst.Divide) and isinstance(node.right, cst.Name) and node.right.value == name:
+            if isinstance(node.operator, cst.Divide) and isinstance(node.right, cst.Name) \
+                    and node.right.value == name and not any(guards):
                 found.append(node)
 
     function.visit(Divisions())

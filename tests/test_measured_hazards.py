@@ -903,6 +903,23 @@ def test_a_norm_that_then_divides_is_singular_even_guarded_and_the_message_says_
         assert np.allclose(a.grad.numpy()[1], [-0.064, 0.048, 0.0], atol=1e-5)  # d/da of (a0 + 2 a1) / |a|, at (3, 4, 0)
 
 
+def test_a_guarded_division_by_the_norm_keeps_the_plain_advice(tmp_path):
+    """With the division under `if n > 1.0e-8:` only the square root's adjoint is singular: the
+    message gives `wp.length(d)`, and that alone makes the gradient finite at zero (measured)."""
+    code = DIRECTION.replace("    u = d / n\n", "    u = wp.vec3(0.0)\n    if n > 1.0e-8:\n        u = d / n\n")
+    (finding,) = lint_code(code.replace("NORM", "wp.sqrt(wp.dot(d, d))"), select=["WL110"])
+    assert finding.message.endswith("use `wp.length(d)`, whose adjoint is guarded"), finding.message
+    for norm, finite in (("wp.sqrt(wp.dot(d, d))", False), ("wp.length(d)", True)):
+        kernel = _load_kernel(code.replace("NORM", norm), tmp_path / f"guarded_{finite}.py")
+        a = wp.array(np.zeros((1, 3), dtype=np.float32), dtype=wp.vec3, requires_grad=True, device="cpu")
+        out = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+        tape = wp.Tape()
+        with tape:
+            wp.launch(kernel, 1, inputs=[a], outputs=[out], device="cpu")
+        tape.backward(grads={out: wp.ones_like(out)})
+        assert bool(np.isfinite(a.grad.numpy()).all()) == finite
+
+
 STRUCT_SHIFT = """
 import numpy as np
 import warp as wp
