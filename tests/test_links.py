@@ -15,17 +15,6 @@ DOCS = "https://docs.example.org/warp-lint"
 HOME = "https://example.org/warp-lint"
 
 
-@pytest.fixture
-def declare_project_urls(monkeypatch):
-    """Replace the package metadata's ``Project-URL`` entries for one test."""
-    def declare(*entries: str) -> None:
-        monkeypatch.setattr(links, "_declared_project_urls", lambda: list(entries))
-        links.project_urls.cache_clear()
-
-    yield declare
-    links.project_urls.cache_clear()  # later tests read the installed metadata again
-
-
 def _finding(cls=Finding, code="WL101") -> Finding:
     return cls(code=code, name="name", message="message", path="k.py", start=Position(1, 1), end=Position(1, 2))
 

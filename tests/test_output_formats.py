@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 import warp_lint
-from warp_lint import cli, links
+from warp_lint import cli
 from warp_lint.finding import Applicability, Confirmation, Edit, Finding, Fix, Position
 from warp_lint.output import RunReport, renderers
 from warp_lint.registry import all_rules
@@ -158,17 +158,6 @@ def fixed_environment(monkeypatch):
     """Expected files name no real version and no CI project."""
     monkeypatch.setattr(warp_lint, "__version__", "0.0.0+test")
     monkeypatch.delenv("CI_PROJECT_DIR", raising=False)
-
-
-@pytest.fixture
-def declare_project_urls(monkeypatch):
-    """Replace the package metadata's ``Project-URL`` entries for one test."""
-    def declare(*entries: str) -> None:
-        monkeypatch.setattr(links, "_declared_project_urls", lambda: list(entries))
-        links.project_urls.cache_clear()
-
-    yield declare
-    links.project_urls.cache_clear()  # later tests read the installed metadata again
 
 
 @pytest.mark.parametrize("name", FORMATS)

@@ -194,11 +194,14 @@ def test_module_that_exits_at_import_is_inconclusive(kernel_cache_dir):
     assert "SystemExit(3)" in finding.confirmation.reason
 
 
-def test_findings_without_strategy_are_left_alone(kernel_cache_dir):
+def test_findings_without_strategy_say_that_no_experiment_decides_them(kernel_cache_dir):
+    """Nothing runs for them, and the verdict says so: a user of --confirm is never left without one."""
     finding = make_finding(HAZARDS, "square_in_place", "WL102", reads=["a"], writes=["a"])
     del finding.data["strategy"]
     confirm_findings([finding], cache_dir=kernel_cache_dir)
-    assert finding.confirmation is None
+    assert finding.confirmation.status == Status.INCONCLUSIVE
+    assert finding.confirmation.evidence["reason_code"] == Reason.NO_EXPERIMENT
+    assert finding.confirmation.reason.startswith("no-experiment: --confirm has no experiment for WL102")
 
 
 def test_importing_the_runtime_package_does_not_import_warp():
