@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from warp_lint.host import ArrayRef, HostEvent, HostScope, TapeRegion
+from warp_lint.host import ArrayRef, HostEvent, HostScope, Location, TapeRegion
 from warp_lint.project_context import ProjectContext
 from warp_lint.replay_plan import host_confirmation_data
 from warp_lint.rule import Example, Rule
@@ -476,11 +476,13 @@ class TapeOverwrite(Rule):
                         read = next((r for r in later.reads
                                      if r.key == write.key and launch.needs_value(r, scope.without_gradient)), None)
                         if read is not None:
-                            self._report(context, scope, event, write, (later, read), region, reported, "loop")
+                            self._report(context, scope, event, write, (later, read), region, reported, "loop",
+                                         loop=span.location)
                             break
 
     def _report(self, context, scope: HostScope, event: HostEvent, write: ArrayRef,
-                read: tuple[HostEvent, ArrayRef], region: TapeRegion, reported, how: str) -> None:
+                read: tuple[HostEvent, ArrayRef], region: TapeRegion, reported, how: str,
+                loop: Location | None = None) -> None:
         marker = (event.location, write.key)
         if marker in reported:
             return
@@ -495,8 +497,11 @@ class TapeOverwrite(Rule):
             what = (f"`{write.code}` is passed to {reader_kernel} both as `{read_ref.param}`, which it reads, and as"
                     f" `{write.param}`, which it writes")
         elif how == "loop":
+            # The loop may be a caller's (`for t in range(steps): solver.step(...)`): say where it is.
+            which = ("this loop" if loop is None or loop.path == event.location.path and loop.line <= event.location.line
+                     else f"the loop at {context.where(loop, event.location)}")
             what = (f"{writer} overwrites `{write.code}`, which kernel {reader_kernel} ({where}) read in the"
-                    f" previous iteration of this loop")
+                    f" previous iteration of {which}")
         else:
             what = f"{writer} overwrites `{write.code}` after kernel {reader_kernel} read it on {where}"
         message = (f"{what} {when}: `backward()` replays {reader_kernel} with the overwritten"

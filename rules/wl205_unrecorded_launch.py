@@ -28,8 +28,8 @@ class UnrecordedLaunch(Rule):
 
     ## Why is this bad?
     An unrecorded launch is invisible to `backward()`; a kernel without an adjoint contributes
-    nothing to it. Either way the chain stops at that launch's outputs and every gradient
-    upstream is zero. Warp only warns for the `enable_backward=False` case, at `backward()` time.
+    nothing to it. Either way the chain stops at that launch's outputs: every gradient that
+    reaches the loss only through them is zero (other paths keep theirs). Warp only warns for the `enable_backward=False` case, at `backward()` time.
 
     ## Fix safety
     No automatic fix: drop `record_tape=False` / `enable_backward=False` for kernels on the
@@ -211,8 +211,8 @@ class UnrecordedLaunch(Rule):
             reported.add(event.location)
             context.report(self, event, (
                 f"kernel `{launch.kernel_code}` is launched with `record_tape=False` inside the tape block, but its"
-                f" output reaches the loss: `backward()` never sees this launch, so every gradient upstream of it is"
-                f" zero; drop `record_tape=False`"))
+                f" output reaches the loss: `backward()` never sees this launch, so its inputs get no gradient through it"
+                f" (nor does what they are computed from, along this path); drop `record_tape=False`"))
             return
         definition = _backward_disabled(context, launch)
         where = {"decorator": "this decorator", "config": "`wp.config.enable_backward = False`"}.get(
@@ -228,8 +228,8 @@ class UnrecordedLaunch(Rule):
         context.report(self, at, (
             f"kernel `{definition.summary.name}` has no backward ({where} disables it), but its launch at"
             f" {context.where(event.location, at)} runs while {tape} records{recording} and its output reaches the"
-            f" loss: `backward()` skips it, so every gradient upstream of it is zero; enable backward for kernels on"
-            f" the gradient path"),
+            f" loss: `backward()` skips it, so its inputs get no gradient through it (nor does what they are computed"
+            f" from, along this path); enable backward for kernels on the gradient path"),
             related=[("launched here", event.location)]
             + ([(f"{tape} records from here", region.location)] if region is not None else []))
 

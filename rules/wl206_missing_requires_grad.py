@@ -27,8 +27,8 @@ class MissingRequiresGrad(Rule):
 
     ## Why is this bad?
     An array without `requires_grad` has no `.grad` buffer: the recorded launch that writes it
-    gets no incoming adjoint, so the chain is cut there and every gradient upstream is zero,
-    without a warning. Its `.grad` is `None`. As the loss, `backward()` raises
+    gets no incoming adjoint, so the chain is cut there: every gradient that flows only through
+    this array is zero (other paths keep theirs), without a warning. Its `.grad` is `None`. As the loss, `backward()` raises
     `RuntimeError: Scalar loss arrays should have requires_grad=True set before calling
     Tape.backward()`. A struct copies the array's gradient pointer when the field is assigned:
     switching `requires_grad` on afterwards does not reach the struct.
@@ -317,8 +317,8 @@ class MissingRequiresGrad(Rule):
                     (event.region is writer.region or event.region.key == writer.region.key) and \
                     _receives_gradient(scope, launch):
                 return (f"kernel `{writer.launch.kernel_code}` writes it and kernel `{launch.kernel_code}` reads it"
-                        f" on the tape: without a `.grad` the chain is cut there, and everything upstream gets"
-                        f" zero gradient, without a warning")
+                        f" on the tape: without a `.grad` the chain is cut there, and what `{writer.launch.kernel_code}`"
+                        f" computes it from gets no gradient through it (other paths keep theirs), without a warning")
             written = [w for w in launch.writes() if w.key == key and launch.writes_gradient(w)]
             if written and launch.differentiable and not any(_integer(launch.param_dtype(w)) for w in written) and any(
                     r.key not in no_grad for r in launch.reads()

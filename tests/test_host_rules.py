@@ -611,3 +611,44 @@ def test_wl205_a_recorded_kernel_without_backward_after_an_unrecorded_launch_is_
     found = lint_code(code, select=["WL205"])
     assert [("record_tape=False" in f.message, "`gather`" in f.message) for f in found] == [(True, False)]
 
+
+CALLERS_LOOP = """
+import warp as wp
+
+
+@wp.kernel
+def integrate(x: wp.array(dtype=float), v: wp.array(dtype=float), x_out: wp.array(dtype=float)):
+    i = wp.tid()
+    x_out[i] = x[i] * v[i]
+
+
+@wp.kernel
+def scratch(x: wp.array(dtype=float), buf: wp.array(dtype=float)):
+    i = wp.tid()
+    buf[i] = x[i] * x[i]
+
+
+class Solver:
+    def __init__(self, n):
+        self.buf = wp.zeros(n, dtype=float, requires_grad=True)
+
+    def step(self, x, v, x_out):
+        wp.launch(scratch, len(x), inputs=[x], outputs=[self.buf])
+        wp.launch(integrate, len(x), inputs=[self.buf, v], outputs=[x_out])
+
+
+def run(states, v, loss, steps):
+    solver = Solver(len(v))
+    tape = wp.Tape()
+    with tape:
+        for t in range(steps):
+            solver.step(states[t], v, states[t + 1])
+    tape.backward(loss)
+"""
+
+
+def test_wl201_names_the_callers_loop_when_the_overwrite_is_in_a_method_it_calls():
+    """The write and the read are in `Solver.step`, the loop that repeats them is the caller's: the
+    message says where that loop is instead of "this loop"."""
+    (finding,) = lint_code(CALLERS_LOOP, select=["WL201"])
+    assert "read in the previous iteration of the loop at line 29" in finding.message, finding.message
