@@ -25,7 +25,8 @@ class VectorComponentOverwrite(Rule):
     `v = vel[i]; v.y = 0.0`). Both `v[0]` and `v.x` forms.
 
     Safe, not flagged: a local from a default or all-literal constructor (`wp.vec3()`,
-    `wp.vec3(0.0, 0.0, 0.0)`) with each component assigned once, and `+=`/`-=` on components. A
+    `wp.vec3(0.0, 0.0, 0.0)`) with each component assigned once, and `+=`/`-=` on components (WL116
+    reports the ones that follow a call that took the whole vector). A
     write in an unrolled loop whose iterations write different components (`m[i, i] = d[i] * k` in
     `for i in range(3)`, the index compared as WL102 compares array indices) assigns each component
     once, so on a constant matrix it is safe too; a second loop over the same diagonal
@@ -248,7 +249,7 @@ class VectorComponentOverwrite(Rule):
                     continue
                 if not flow.carries_gradient(write.name):
                     continue  # an integer vector, or a value that never reaches an output: no gradient
-                binding = _binding_before(function, write)
+                binding = function.binding_before(write.name, write.order)
                 earlier = assigned.setdefault((write.name, id(binding)), [])
                 repeated = any(e.component == write.component and not mutually_exclusive(e.branches, write.branches)
                                for e in earlier)
@@ -279,14 +280,6 @@ def _local_containers(context: FileContext, function: FunctionModel) -> set[str]
             callee = context.names.qualify(binding.value.func) or ""
             if callee in LOCAL_CONTAINER_FACTORIES or callee.startswith("warp.tile"):
                 found.add(binding.name)
-    return found
-
-
-def _binding_before(function: FunctionModel, write: ComponentWrite) -> LocalBinding | None:
-    found = None
-    for binding in function.bindings:
-        if binding.name == write.name and binding.order < write.order and binding.operator is None:
-            found = binding
     return found
 
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
-from warp_lint.dataflow import INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
+from warp_lint.dataflow import BRANCH, INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
 from warp_lint.kernel_facts import guard_data
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
@@ -209,7 +209,8 @@ class DynamicLoopCarriedUse(Rule):
                     continue
                 index = use.position == INDEX and use.indexes is not None and use.name in carried
                 needed = use.position == NONLINEAR and value is not None and not flow.free(value)
-                if index or needed:
+                decides = use.position == BRANCH and isinstance(node, cst.If) and _arms_carry_gradient(flow, node)
+                if index or needed or decides:
                     self._report(context, function, loop, node, use, sorted(stale[use.name]))
                     return True
             if isinstance(node, (cst.Assign, cst.AnnAssign)):
@@ -232,10 +233,12 @@ class DynamicLoopCarriedUse(Rule):
             subject = (f"`{use.name}`, computed from {', '.join(f'`{o}`' for o in origins)}, which "
                        f"{'is' if len(origins) == 1 else 'are'} updated in a dynamic loop ({loop.reason}), is {how}")
         fix = "do the rest in its caller" if use.indexes is None else "pass the index out of the @wp.func"
+        effect = ("may take the other branch, and the gradient is that branch's" if use.position == BRANCH
+                  else "the gradient is inf/NaN or wrong")
         context.report(
             self, node,
-            f"{subject}: the backward pass sees the value from before the loop and the gradient is inf/NaN or"
-            f" wrong; return the loop's results from a @wp.func and {fix}",
+            f"{subject}: the backward pass sees the value from before the loop and {effect};"
+            f" return the loop's results from a @wp.func and {fix}",
             affected_versions=loop.affected_versions or None,
             data={**function.runtime_data(), **guard_data(function, loop.branches)},
         )
@@ -258,3 +261,26 @@ def _carried_locals(context: FileContext, function: FunctionModel, loop: Loop) -
 def _tile(context: FileContext, value) -> bool:
     callee = context.names.qualify(value.func) if isinstance(value, cst.Call) else None
     return bool(callee and callee.startswith("warp.tile"))
+
+
+def _arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
+    """Whether an arm of the `if` reads an array element or a value carrying a gradient outside a
+    test: then the arm the adjoint replays decides the gradient (measured: `if dot >= 0.0:
+    y = x[0] * 3.0 else: y = 0.0` after a `range(n)` loop summing `dot` gives AD 3 where finite
+    differences give 0, the test seeing `dot` from before the loop)."""
+    inside = {id(statement) for statement in _small_statements(branch.body)}
+    if branch.orelse is not None:
+        inside |= {id(statement) for statement in _small_statements(branch.orelse)}
+    return any(id(use.statement) in inside and use.position in (LINEAR, NONLINEAR)
+               and (use.name.startswith("@") or flow.carries_gradient(use.name)) for use in flow.uses)
+
+
+def _small_statements(node: cst.CSTNode):
+    found = []
+
+    class Collect(cst.CSTVisitor):
+        def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> None:
+            found.extend(line.body)
+
+    node.visit(Collect())
+    return found

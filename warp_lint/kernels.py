@@ -232,6 +232,15 @@ class FunctionModel:
     def local_names(self) -> set[str]:
         return {p.name for p in self.params} | {b.name for b in self.bindings}
 
+    def binding_before(self, name: str, order: int) -> LocalBinding | None:
+        """The last plain assignment (`v = ...`, not `v += ...`) of the local ``name`` before the
+        fact of the given order: the value a later in-place write starts from."""
+        found = None
+        for binding in self.bindings:
+            if binding.name == name and binding.order < order and binding.operator is None:
+                found = binding
+        return found
+
     def reads(self, array: str) -> list[ArrayAccess]:
         return [a for a in self.accesses if a.array == array and a.kind == "read"]
 
