@@ -18,7 +18,10 @@ class DynamicLoopCarriedUse(Rule):
     (`l = s / norm`, `return s / norm`), a product with something that is not a literal
     (`s * w`), a power, or a call such as `wp.sqrt(s)`. Locals computed after the loop from such
     a local carry the problem on, so `m = s + 1.0` followed by `out[0] = m * m` is flagged at the
-    product. Linear uses (`return s`, `out[0] = 2.0 * s`, `s + c`), products and numerators whose
+    product. A comparison after the loop that decides an `if` is such a use too, when an arm reads
+    a value carrying a gradient (`if dot >= 0.0: y[i] = x[0] * 3.0`): the backward pass replays the
+    arm the stale value picks (measured on 1.19: AD 3 where finite differences give 0; arms that
+    move only integers are not flagged). Linear uses (`return s`, `out[0] = 2.0 * s`, `s + c`), products and numerators whose
     other operand carries no gradient (a literal, a module constant, a kernel's scalar argument),
     assertions and prints (`wp.expect_eq`), integer counters and tiles are not flagged.
 
@@ -57,6 +60,21 @@ class DynamicLoopCarriedUse(Rule):
     safe_form = "static-feeding-loops"
 
     VALID = [
+        # A branch decided by a value from a dynamic loop, whose arms move only integers: no gradient.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def pick(degree: wp.array(dtype=wp.int32), level: wp.array(dtype=wp.int32), n: int):
+                best = int(-1)
+                best_degree = int(2147483647)
+                for i in range(n):
+                    if degree[i] < best_degree:
+                        best_degree = degree[i]
+                        best = i
+                if best >= 0:
+                    level[best] = 1
+            """),
         # Only integers come out (the index of a hull's farthest point) and nothing is written: no
         # gradient passes through the function.
         Example('''
@@ -271,8 +289,9 @@ def _arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
     inside = {id(statement) for statement in _small_statements(branch.body)}
     if branch.orelse is not None:
         inside |= {id(statement) for statement in _small_statements(branch.orelse)}
-    return any(id(use.statement) in inside and use.position in (LINEAR, NONLINEAR)
-               and (use.name.startswith("@") or flow.carries_gradient(use.name)) for use in flow.uses)
+    # `@x` (an element of array `x`) carries a gradient where `x` is a float array that reaches an output.
+    return any(id(use.statement) in inside and use.position in (LINEAR, NONLINEAR) and flow.carries_gradient(use.name)
+               for use in flow.uses)
 
 
 def _small_statements(node: cst.CSTNode):
