@@ -278,9 +278,18 @@ class Dataflow:
             name in ("int", "bool") or name in self.function.integer_helpers)
 
     def _integer_elements(self, value) -> frozenset[int]:
-        """Positions of the integer elements of what a helper call returns (nothing else is known)."""
+        """Positions of the elements of what a helper call returns that carry no gradient: its
+        integer elements, and those its body computes from constants alone (a line search's step
+        built from its bounds: `u = 0.5 * (lo + hi)`)."""
         if isinstance(value, cst.Call) and isinstance(value.func, cst.Name) and value.func.value not in self.shadowed:
-            return self.function.integer_elements.get(value.func.value, frozenset())
+            name = value.func.value
+            # The file's own helpers (another file's, known only by their facts, say nothing here).
+            overloads = self.function.file_helpers.get(name, ())
+            free = [gradient_free_returns(helper, self.names) for helper in overloads
+                    if getattr(helper, "node", None) is not None]  # not an ImportedHelper
+            known = free and len(free) == len(overloads)
+            return self.function.integer_elements.get(name, frozenset()) | (
+                frozenset.intersection(*free) if known else frozenset())
         return frozenset()
 
     def _writes_arrays(self, call: cst.Call) -> bool:
@@ -557,6 +566,12 @@ class Dataflow:
     def carries_gradient(self, name: str) -> bool:
         return name in self.active and name in self.useful
 
+    def free_of_gradient(self, expression) -> bool:
+        """Whether no active local or array element flows into the expression's value (after the
+        closure: the activity this dataflow found)."""
+        return not any(use.position in (LINEAR, NONLINEAR) and use.name in self.active
+                       for use in self._walk(expression, LINEAR, "", None, 0))
+
     def origin(self, name: str) -> str | None:
         """An input whose gradient ``name`` carries, for messages: an array or a func argument."""
         found = self.origins(name, every_array=True)
@@ -718,6 +733,28 @@ class Dataflow:
         for use in self.uses:
             if loop in use.loops and use.name in derived and use.position in (NONLINEAR, BRANCH):
                 yield use
+
+
+def gradient_free_returns(helper: FunctionModel, names: WarpNames) -> frozenset[int]:
+    """The positions of a `@wp.func`'s returned values (0 for a single value, k for the k-th of a
+    tuple) that no argument's gradient reaches: computed from constants, counts and comparisons
+    only. Every `return` must agree on the arity; a helper that calls itself back says nothing."""
+    cached = getattr(helper, "_gradient_free_returns", None)
+    if cached is not None:
+        return cached
+    helper._gradient_free_returns = frozenset()  # a recursion, or a cycle through other helpers
+    flow = Dataflow(helper, names)
+    returns = [statement.node.value for statement in helper.statements
+               if isinstance(statement.node, cst.Return) and statement.node.value is not None]
+    arities = {len(value.elements) if isinstance(value, cst.Tuple) else 1 for value in returns}
+    free: frozenset[int] = frozenset()
+    if len(arities) == 1:
+        elements = [list(value.elements) if isinstance(value, cst.Tuple) else [value] for value in returns]
+        free = frozenset(position for position in range(arities.pop()) if all(
+            flow.free_of_gradient(row[position].value if isinstance(row[position], cst.Element) else row[position])
+            for row in elements))
+    helper._gradient_free_returns = free
+    return free
 
 
 def dataflow_of(function: FunctionModel, names: WarpNames, fields: bool = False) -> Dataflow:

@@ -204,6 +204,10 @@ class FunctionModel:
     integer_helpers: frozenset[str] = frozenset()
     # helpers returning a tuple -> the positions of its integer elements (`-> tuple[wp.vec3, int]`: {1})
     integer_elements: dict[str, frozenset[int]] = dataclasses.field(default_factory=dict)
+    # the file's `@wp.func` helpers by name (shared by every function of the file): the dataflow
+    # reads what their returns carry (``dataflow.gradient_free_returns``)
+    file_helpers: dict[str, list["FunctionModel"]] = dataclasses.field(default_factory=dict, repr=False,
+                                                                       compare=False)
     # A `@wp.func` given a `@wp.func_grad` in the same file: the parameters that custom adjoint
     # mentions, the only values of its arguments the backward pass can look at (None: no custom one).
     custom_adjoint_reads: frozenset[str] | None = None
@@ -358,6 +362,7 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
     for function in functions:
         function.integer_helpers = integer_helpers
         function.integer_elements = integer_elements
+        function.file_helpers = helpers
     for function in functions:
         _BodyScanner(function, names, options, helpers, struct_names, imported).scan()
     _propagate_helper_effects(functions, helpers)
