@@ -33,12 +33,15 @@ class UpdateAfterWholeRead(Rule):
     Warp updates the part in place: the local is one variable, and the adjoint of the earlier call
     runs in the backward pass on its value after the update, not the value the forward pass
     passed. The gradient is wrong, without an error. `enable_vector_component_overwrites` makes a
-    component `=` build a new value, but not `+=`, and not a struct field. Measured on 1.19.0
-    (CPU, against central differences), with and without the option: `v = (1, 2, 2)`,
+    component `=` and an attribute's `+=` (`v.x += e`) build new values, but not a subscript's
+    `+=` (`v[0] += e`, `m[0, 0] += e`), and not a struct field. Measured on 1.19.0 (CPU, against
+    central differences), with and without the option: `v = (1, 2, 2)`,
     `v[0] += wp.length(v)`, output `v[0] + v[1]` gives AD 2.33 for `v[0]` where the derivative
     is 1.33; `n = wp.length(v); v[0] += 1.0` gives 0.67 for 0.33; a struct with `mass = m`,
     `pos = (m, 1, 0)`, `e = energy(b)` (`b.mass * wp.dot(b.pos, b.pos)`), then `b.mass = 2 m`,
-    output `e + b.mass`, gives 5.45 where it is 4.47. The forms above that are not flagged match.
+    output `e + b.mass`, gives 5.45 where it is 4.47; `m[0, 0] += wp.determinant(m)` is wrong
+    too. `v.x += wp.length(v)` is wrong (3.33 for 1.33) only without the option. The forms above
+    that are not flagged match.
 
     ## Fix safety
     No automatic fix. Build a new value instead of updating the old one in place:
@@ -145,9 +148,12 @@ class UpdateAfterWholeRead(Rule):
             if not function.differentiable:
                 continue
             flow = dataflow_of(function, context.names)
+            option = context.options.value(OPTION, function.top_level_index, False) is True
             for write in function.component_writes:
                 if not write.is_field and write.operator not in IN_PLACE_COMPONENT_OPERATORS:
                     continue  # a component `=`: WL103's (with the option, a new value)
+                if option and _attribute(write):
+                    continue  # the option makes `v.x += e` a new value too (measured); not `v[0] += e`
                 if write.name in function.arrays or not flow.carries_gradient(write.name):
                     continue
                 reader = _whole_read_before(context, function, flow, write)
@@ -155,10 +161,11 @@ class UpdateAfterWholeRead(Rule):
                     self._report(context, function, write, reader)
 
     def _report(self, context: FileContext, function: FunctionModel, write: ComponentWrite, reader: Use) -> None:
-        part = f"{write.name}.{write.component}" if write.is_field else f"{write.name}[{write.component}]"
+        part = f"{write.name}.{write.component}" if _attribute(write) else f"{write.name}[{write.component}]"
         update = f"`{part} {write.operator or '='} ...`"
         line = context.position(reader.node)[0].line
-        option = "" if write.is_field else f", with or without wp.config.{OPTION}"
+        option = ("" if write.is_field else f" (wp.config.{OPTION} = True makes `.{write.component}` updates new values)"
+                  if _attribute(write) else f", with or without wp.config.{OPTION}")
         context.report(
             self, write.node,
             f"{update} updates `{write.name}` in place after it was {reader.how} (line {line}), whose adjoint"
@@ -167,6 +174,11 @@ class UpdateAfterWholeRead(Rule):
             affected_versions=">=1.15" if write.is_field else None,
             data=function.runtime_data(),
         )
+
+
+def _attribute(write: ComponentWrite) -> bool:
+    """`v.x` or `b.mass` (an attribute), not `v[0]` (a subscript, a slice)."""
+    return write.element is None and write.component.isidentifier()
 
 
 def _whole_read_before(context: FileContext, function: FunctionModel, flow: Dataflow,
