@@ -63,6 +63,7 @@ INTEGER_CALLS = INTEGER_CONSTRUCTORS | {"warp.tid", "len", "warp.len", "warp.has
                                        "warp.mesh_query_point", "warp.bvh_query_next", "warp.hash_grid_query_next",
                                        "warp.lower_bound", "warp.argmin", "warp.argmax", "warp.isnan", "warp.isinf",
                                        "warp.isfinite", "warp.rand_init", "warp.randi"}
+TILE_LOADS = {"warp.tile_load", "warp.tile_load_indexed"}
 ACCUMULATING = {"warp.atomic_add", "warp.atomic_sub", "warp.tile_atomic_add"}
 STORING = {"warp.atomic_min", "warp.atomic_max", "warp.atomic_exch", "warp.tile_store", "warp.store"}
 # Stores whose value is kept as it is: the adjoint reads the stored gradient, not the value.
@@ -456,6 +457,13 @@ class Dataflow:
                     continue
                 for use in self._walk(argument, INDEX, f"used as an index of `{target}`", statement, sequence):
                     yield dataclasses.replace(use, indexes=tag) if use.position == INDEX and tag else use
+            return
+        if callee in TILE_LOADS and arguments and self._array(arguments[0]) is not None:
+            # A tile loaded from an array holds its elements: the same as reading them one by one.
+            yield Use("@" + self._array(arguments[0]), position, arguments[0], statement, sequence,
+                      tuple(self._stack), how, partners=self._partners if position == NONLINEAR else None)
+            for argument in arguments[1:]:
+                yield from self._walk(argument, INDEX, "", statement, sequence)
             return
         if callee in SELECTIONS and arguments:
             yield from self._walk(arguments[0], BRANCH, "compared", statement, sequence)

@@ -396,7 +396,8 @@ class Workspace:
         definition = self.model.definition_at(finding.path, finding.start.line)
         if definition is None:
             return finding
-        context = self.model.finding_context(definition, finding.data.get("origins"), finding.data.get("guards"))
+        context = self.model.finding_context(definition, finding.data.get("origins"), finding.data.get("guards"),
+                                             finding.data.get("destinations"))
         if context.state not in settings.report_contexts:
             return None
         data = {**finding.data, "context": context.state, "context_reason": context.reason}

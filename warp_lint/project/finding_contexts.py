@@ -28,12 +28,14 @@ class FindingContexts:
     """The finding-context part of ``ProjectModel`` (see the module's docstring)."""
 
     def finding_context(self, definition: WarpDefinition, origins: Iterable[str] | None,
-                        guards: Iterable[Guard] | None = None) -> DifferentiationContext:
+                        guards: Iterable[Guard] | None = None,
+                        destinations: Iterable[str] | None = None) -> DifferentiationContext:
         """``context_of`` for a finding in the definition whose wrong gradient would be that of the
         kernel's array parameters ``origins`` (None: any), about code that runs only where the
-        definition's parameters pass ``guards``: forward-only where every recorded launch binds
-        the origins to arrays without gradients, or binds a guarded parameter to a literal that
-        fails its guard (`if joint_qdd:` with `None` passed)."""
+        definition's parameters pass ``guards``, whose value reaches only the array parameters
+        ``destinations`` (None: not known): forward-only where every recorded launch binds the
+        origins, or the destinations, to arrays without gradients, or binds a guarded parameter to
+        a literal that fails its guard (`if joint_qdd:` with `None` passed)."""
         context = self.context_of(definition)
         if context.state != DIFFERENTIATED:
             return context
@@ -41,7 +43,21 @@ class FindingContexts:
             skipped = self._guarded_out(definition, [tuple(guard) for guard in guards])
             if skipped is not None:
                 return DifferentiationContext(FORWARD_ONLY, skipped, launches=context.launches)
-        if not origins or definition.kind != "kernel":
+        if definition.kind != "kernel":
+            return context
+        if destinations:
+            # The other end: the value at stake reaches only these outputs, and no gradient enters
+            # an output allocated without `requires_grad` (`backward()` seeds and passes none).
+            free = self.without_gradients_in_every_launch(definition.symbol, destinations)
+            if free is not None:
+                where, allocations = free
+                named = ", ".join(f"`{a.name}` ({_where(a.location)})" for a in allocations[:3])
+                listed = ", ".join(f"`{destination}`" for destination in destinations)
+                return DifferentiationContext(FORWARD_ONLY, f"the value at stake reaches only {listed}, and every"
+                                                            f" recorded launch (first at {_where(where)}) binds it to"
+                                                            f" an array allocated without `requires_grad`: {named}",
+                                              launches=context.launches)
+        if not origins:
             return context
         free = self.without_gradients_in_every_launch(definition.symbol, origins)
         if free is None:

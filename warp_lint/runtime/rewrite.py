@@ -1055,6 +1055,36 @@ def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int
     return SafeForm("", f"{count} square root(s) guarded at zero", {}, {}, preserves_forward=True)
 
 
+def _differentiable_builtin(definition: ast.FunctionDef, block: list[ast.stmt], index: int,
+                            context: Context) -> SafeForm:
+    """WL117: the statement's builtin without an adjoint written with ones that have one, the
+    same values: `frac(x)` as `x - trunc(x)` (trunc's zero gradient is right almost everywhere),
+    a statement `atomic_exch(a, i, v)` as the store `a[i] = v` (the same where threads write
+    distinct slots)."""
+    statement = block[index]
+    count = 0
+
+    class Differentiable(ast.NodeTransformer):
+        def visit_Call(self, node: ast.Call) -> ast.AST:
+            nonlocal count
+            self.generic_visit(node)
+            if _callee(node) == "frac" and len(node.args) == 1 and isinstance(node.func, ast.Attribute):
+                count += 1
+                truncated = ast.Call(ast.Attribute(node.func.value, "trunc", ast.Load()), [node.args[0]], [])
+                return ast.BinOp(node.args[0], ast.Sub(), truncated)
+            return node
+
+    if isinstance(statement, ast.Expr) and _callee(statement.value) == "atomic_exch" and \
+            len(statement.value.args) == 3 and not statement.value.keywords:
+        array, slot, value = statement.value.args
+        block[index] = ast.Assign([ast.Subscript(array, slot, ast.Store())], value)
+        return SafeForm("", "the atomic exchange written as a plain store", {}, {}, preserves_forward=True)
+    block[index] = Differentiable().visit(statement)
+    if not count:
+        raise NoSafeForm("no builtin of the statement has a differentiable form here")
+    return SafeForm("", f"{count} wp.frac(x) written as x - wp.trunc(x)", {}, {}, preserves_forward=True)
+
+
 _COUNTER_ATOMICS = {"atomic_add": "_wl_take", "atomic_sub": "_wl_give"}
 
 
@@ -1100,7 +1130,7 @@ WHOLE_FUNCTION_FORMS = {STATIC_ALL_LOOPS}
 # Forms that make loops static: a setting with every dynamic loop made static holds them already.
 LOOP_FORMS = {"static-enclosing-loops", "static-feeding-loops"}
 # Forms that rewrite expressions of the statement and leave the statement itself in its block.
-IN_PLACE_FORMS = {"select-branch", "guarded-sqrt", "replayed-counter", "native-adjoint"}
+IN_PLACE_FORMS = {"select-branch", "guarded-sqrt", "replayed-counter", "native-adjoint", "differentiable-builtin"}
 
 SAFE_FORMS = {
     "redirect-write": _redirect_write,
@@ -1111,6 +1141,7 @@ SAFE_FORMS = {
     "guarded-sqrt": _guarded_sqrt,
     "replayed-counter": _replayed_counter,
     "native-adjoint": _native_adjoint,
+    "differentiable-builtin": _differentiable_builtin,
     STATIC_ALL_LOOPS: _static_all_loops,
 }
 
