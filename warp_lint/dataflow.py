@@ -460,8 +460,10 @@ class Dataflow:
             return
         if callee in TILE_LOADS and arguments and self._array(arguments[0]) is not None:
             # A tile loaded from an array holds its elements: the same as reading them one by one.
+            # (The array's own name is walked too: the facts follow a whole array by its name.)
             yield Use("@" + self._array(arguments[0]), position, arguments[0], statement, sequence,
                       tuple(self._stack), how, partners=self._partners if position == NONLINEAR else None)
+            yield from self._walk(arguments[0], position, how, statement, sequence)
             for argument in arguments[1:]:
                 yield from self._walk(argument, INDEX, "", statement, sequence)
             return
