@@ -217,14 +217,16 @@ class NondifferentiableBuiltin(Rule):
 
 def _on_gradient_path(function: FunctionModel, flow: Dataflow, call: CallSite) -> bool:
     """Whether an argument of the call carries a gradient and its value reaches an output: the
-    local it is assigned to carries one on, or it is stored, returned or passed to a store."""
+    local it is assigned to reaches one (the dataflow, reading Warp's registry as Warp does, gives
+    that local no gradient: the loss this rule reports), or it is stored, returned or passed to a
+    store."""
     if all(flow.free(argument.value) for argument in call.node.args):
         return False
     statement = call.statement
     if isinstance(statement, (cst.Assign, cst.AnnAssign)):
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         names = [t.value for t in targets if isinstance(t, cst.Name)]
-        return any(flow.carries_gradient(name) for name in names) if names else True  # a store into an array
+        return any(name in flow.useful for name in names) if names else True  # a store into an array
     return isinstance(statement, (cst.Return, cst.Expr, cst.AugAssign))
 
 

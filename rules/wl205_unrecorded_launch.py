@@ -215,8 +215,9 @@ class UnrecordedLaunch(Rule):
                 f" (nor does what they are computed from, along this path); drop `record_tape=False`"))
             return
         definition = _backward_disabled(context, launch)
+        named = definition.options.get("module") if isinstance(definition.options.get("module"), str) else None
         where = {"decorator": "this decorator", "config": "`wp.config.enable_backward = False`"}.get(
-            definition.disabled_by, "this `set_module_options`")
+            definition.disabled_by, f"this option of module `{named}`" if named else "this `set_module_options`")
         at = Location.of(definition.symbol.path, definition.disabled_at)
         if at in reported:
             return

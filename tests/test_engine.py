@@ -92,9 +92,10 @@ def test_kernels_nested_in_functions_are_found_with_exact_positions():
                 a[i] = a[i] * a[i] * a[i]
 
             x, y = (wp.ones(2, dtype=float, requires_grad=True) for _ in range(2))
-            with wp.Tape():  # differentiated: reported by default
+            with wp.Tape() as tape:  # differentiated: reported by default
                 wp.launch(square, 2, inputs=[x])
                 wp.launch(cube, 2, inputs=[y])
+            tape.backward(grads={x: wp.ones(2, dtype=float), y: wp.ones(2, dtype=float)})
     """, select=["WL102"])
     assert [(f.code, f.start.line, f.start.column, f.end.column) for f in found] == [
         ("WL102", 9, 9, 27), ("WL102", 14, 9, 34)]

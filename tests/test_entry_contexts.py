@@ -29,6 +29,10 @@ PyTorch is installed).
 - ``never-requires-grad``: a kernel recorded on a tape whose every array is allocated without
   `requires_grad` is forward-only (gradient measured right); ``schedule`` differentiates the same
   kernel's buffers and is reported (measured wrong).
+- ``named-module-off``: the same kernel in a named module (`@wp.kernel(module="schedules")`) whose
+  options switch backward off (`wp.get_module("schedules").options[...] = False`): no adjoint, the
+  gradient is zero (WL205, measured wrong), and its WL104 is forward-only; ``named-module-other``
+  switches off another module's: nothing changes (WL104, measured wrong).
 """
 
 from __future__ import annotations
@@ -433,6 +437,14 @@ def main(values):
     return float(loss.numpy()[0]), gradient
 """
 
+# The schedule kernel in a named module whose options switch its backward off: the gradient of
+# `delay` through it is zero (WL205 at the setting), and its WL104 is forward-only. The same setting
+# made for another module changes nothing (WL104 reported, the gradient wrong).
+NAMED_MODULE = SCHEDULE.replace("  # expect: WL104", "").replace(
+    "import warp as wp\n",
+    "import warp as wp\n\nwp.get_module(\"NAME\").options[\"enable_backward\"] = False  # expect: WL205\n").replace(
+    "@wp.kernel\ndef schedule", "@wp.kernel(module=\"schedules\")\ndef schedule")
+
 NEVER_REQUIRES_GRAD = SCHEDULE.replace("  # expect: WL104", "").replace(
     "x = wp.array(np.ones(n, dtype=np.float32), dtype=float, requires_grad=True)",
     "x = wp.array(values, dtype=float, requires_grad=True)").replace(
@@ -457,6 +469,13 @@ PROGRAMS = {
     "containers": CONTAINERS,
     "schedule": {"train.py": SCHEDULE},
     "never-requires-grad": {"train.py": NEVER_REQUIRES_GRAD},
+    "named-module-off": {"train.py": NAMED_MODULE.replace("NAME", "schedules")},
+    # A forward check under `with wp.Tape():`: the tape is held in no name, nothing differentiates it.
+    "unnamed-tape": {"train.py": SCHEDULE.replace("  # expect: WL104", "").replace(
+        "    tape = wp.Tape()\n    with tape:\n", "    with wp.Tape():\n").replace(
+        "    tape.backward(loss)\n", "").replace("    gradient[0] = delay.grad.numpy()[0]\n", "")},
+    "named-module-other": {"train.py": NAMED_MODULE.replace("NAME", "renderers").replace(
+        "s = s * (1.0 + delay[0])", "s = s * (1.0 + delay[0])  # expect: WL104").replace("  # expect: WL205", "")},
     "refused": {**REFUSED, "cloth.py": REFUSED["cloth.py"].replace("  # expect: WL102", "")},
     "unrefused": {**REFUSED, "cloth.py": REFUSED["cloth.py"].replace(
         "if self.wind and requires_grad:", "if self.wind and requires_grad and False:")},
@@ -573,8 +592,32 @@ def test_a_kernel_whose_arrays_never_require_gradients_is_forward_only(folders, 
     assert findings(folders["schedule"], tmp_path) == expected(folders["schedule"])
 
 
+def test_a_kernel_of_a_named_module_has_that_modules_options(folders, tmp_path, capsys):
+    """`wp.get_module("schedules").options["enable_backward"] = False` before `@wp.kernel(module=
+    "schedules")`: the kernel has no backward (its recorded launch loses the gradient: WL205 at
+    the setting; its WL104 forward-only). The setting made for another module leaves it alone."""
+    assert findings(folders["named-module-off"], tmp_path) == expected(folders["named-module-off"])
+    out = _explain(str(folders["named-module-off"] / "train.py") + ":10", capsys)
+    assert out.splitlines()[0].endswith(": forward-only"), out
+    assert "`wp.get_module('schedules').options` on line 4 disables backward" in out
+    assert findings(folders["named-module-other"], tmp_path) == expected(folders["named-module-other"])
+
+
+def test_a_kernel_recorded_only_on_a_tape_held_in_no_name_is_forward_only(folders, tmp_path, capsys):
+    """`with wp.Tape():` (Warp's own forward tests write it) records the launch, but nothing can
+    reach the tape afterwards to run its `backward()`: the kernel is forward-only, and says why."""
+    program = (folders["unnamed-tape"] / "train.py").read_text()
+    assert "with wp.Tape():" in program and "backward" not in program
+    assert findings(folders["unnamed-tape"], tmp_path) == []
+    out = _explain(str(folders["unnamed-tape"] / "train.py") + ":6", capsys)
+    assert out.splitlines()[0].endswith(": forward-only"), out
+    assert "holds its tape in no name, so no `backward()` can run it" in out
+    assert findings(folders["unnamed-tape"], tmp_path, "--report-contexts", "all") == [("train.py", 10, "WL104")]
+
+
 MEASURED = {"library-user": "wrong", "custom-adjoint-body": "match", "config-set": "wrong", "refused": "raises",
-            "unrefused": "wrong", "schedule": "wrong", "never-requires-grad": "match"}
+            "unrefused": "wrong", "schedule": "wrong", "never-requires-grad": "match", "named-module-off": "wrong",
+            "named-module-other": "wrong"}
 MEASURED_WITH_TORCH = {"torch-tape": "wrong", "torch-adjoint": "wrong"}
 
 

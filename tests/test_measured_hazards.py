@@ -1188,3 +1188,29 @@ def test_a_helpers_return_built_from_constants_carries_no_gradient(step, hazard,
     module = _load_program(code, tmp_path / f"line_search_{int(hazard)}.py")
     # float32 differences agree to 1e-4 here; the stale `w` is off by 3-5 % (seeds 0-2)
     assert (measure_relative_error(module.walk) > 0.01) == hazard
+
+
+NO_ADJOINT_READ = """
+import warp as wp
+
+
+@wp.kernel
+def bump(x: wp.array(dtype=float)):
+    i = wp.tid()
+    v = x[i]
+    k = READ
+    x[i] = 2.0 * v + k
+"""
+
+
+@pytest.mark.parametrize(("read", "hazard"), [("wp.floor(v * v)", False), ("wp.sin(v * v)", True)])
+def test_a_read_used_only_by_a_builtin_without_adjoint_needs_no_value(read, hazard, tmp_path):
+    """`x[i]` read, then overwritten in place: the backward pass replays the read from the new
+    value, which matters only where an adjoint reads it. `wp.floor` has none (Warp's registry says
+    so, in every release of the table): the gradient stays right (2, measured) and WL102 is silent.
+    `wp.sin` has one: measured wrong, and reported."""
+    code = NO_ADJOINT_READ.replace("READ", read)
+    # on 1.19 (before 1.13 any in-place store double counts: WL102's other case)
+    assert [f.code for f in lint_code(code, select=["WL102"], target="==1.19.0")] == (["WL102"] if hazard else [])
+    kernel = _load_kernel(code, tmp_path / f"no_adjoint_read_{int(hazard)}.py")
+    assert (measure_relative_error(kernel) > 0.05) == hazard

@@ -30,6 +30,7 @@ import libcst as cst
 
 from warp_lint.cst_walk import children, walk
 from warp_lint.names import WarpNames, dotted_name
+from warp_lint.warp_builtins_table import NOT_DIFFERENTIABLE
 from warp_lint.warp_types import COMPOSITE_TYPES, INTEGER_CONSTRUCTORS
 
 if TYPE_CHECKING:
@@ -64,6 +65,18 @@ INTEGER_CALLS = INTEGER_CONSTRUCTORS | {"warp.tid", "len", "warp.len", "warp.has
                                        "warp.lower_bound", "warp.argmin", "warp.argmax", "warp.isnan", "warp.isinf",
                                        "warp.isfinite", "warp.rand_init", "warp.randi"}
 TILE_LOADS = {"warp.tile_load", "warp.tile_load_indexed"}
+# Builtins no release of the table differentiates (read from Warp's registry: warp_builtins_table):
+# Warp generates no adjoint for them, so their result carries no gradient and no adjoint reads their
+# arguments (`wp.atomic_cas(a, i, old, new)`, `wp.floor(x)`, `wp.tile_max(t)`: WL117 reports the
+# gradient lost through those whose derivative is not zero). Left out: the language's own forms
+# (tuples, ranges, static expressions) and the stores, loads and views whose flow is modelled above.
+_LANGUAGE_FORMS = {"tuple", "range", "static", "slice", "array", "zeros", "iter_next", "reversed", "load", "store",
+                   "index", "indexref", "extract", "tile_view", "tile_from_thread", "tile_stack", "tile_stack_push",
+                   "tile_stack_pop", "tile_stack_clear", "tile_stack_count"}
+WITHOUT_ADJOINT = frozenset(
+    f"warp.{name}" for name in set.intersection(*({name for name, entry in entries.items() if entry == "all"}
+                                                   for entries in NOT_DIFFERENTIABLE.values()))
+    if name not in _LANGUAGE_FORMS) - {"warp.atomic_exch"} if NOT_DIFFERENTIABLE else frozenset()
 ACCUMULATING = {"warp.atomic_add", "warp.atomic_sub", "warp.tile_atomic_add"}
 STORING = {"warp.atomic_min", "warp.atomic_max", "warp.atomic_exch", "warp.tile_store", "warp.store"}
 # Stores whose value is kept as it is: the adjoint reads the stored gradient, not the value.
@@ -438,7 +451,7 @@ class Dataflow:
         callee = self.qualify(node.func)
         name = callee or dotted_name(node.func)
         arguments = [a.value for a in node.args]
-        if callee in NO_ADJOINT or callee in INTEGER_CALLS or self._integer_helper(name):
+        if callee in NO_ADJOINT or callee in INTEGER_CALLS or callee in WITHOUT_ADJOINT or self._integer_helper(name):
             for argument in arguments:
                 yield from self._walk(argument, INDEX, "", statement, sequence)
             return
@@ -516,7 +529,7 @@ class Dataflow:
                 continue
             if kind is cst.Call:
                 callee = self.qualify(current.func)
-                if callee in INTEGER_CALLS or callee in NO_ADJOINT or self._integer_helper(
+                if callee in INTEGER_CALLS or callee in NO_ADJOINT or callee in WITHOUT_ADJOINT or self._integer_helper(
                         callee or dotted_name(current.func)):
                     continue
                 stack.extend(a.value for a in current.args)

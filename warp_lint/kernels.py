@@ -452,6 +452,18 @@ def _literal(node: cst.BaseExpression) -> object:
     return code_of(node)
 
 
+def _decorator_module_options(decorator: cst.Decorator) -> dict[str, object]:
+    """`@wp.kernel(module_options={"enable_backward": False})`: the literal options it gives."""
+    if not isinstance(decorator.decorator, cst.Call):
+        return {}
+    for argument in decorator.decorator.args:
+        if argument.keyword is not None and argument.keyword.value == "module_options" and \
+                isinstance(argument.value, cst.Dict):
+            return {element.key.evaluated_value: _literal(element.value) for element in argument.value.elements
+                    if isinstance(element, cst.DictElement) and isinstance(element.key, cst.SimpleString)}
+    return {}
+
+
 def _function_model(node, decorator, kind, index, names, options, structs) -> FunctionModel:
     decorator_options: dict[str, object] = {}
     if isinstance(decorator.decorator, cst.Call):
@@ -464,8 +476,11 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
     # module with that module's options (measured on 1.19: a func of a backward-disabled module called
     # by a differentiated kernel elsewhere gets the right gradient), so its callers decide (the
     # project model's contexts).
+    module = decorator_options.get("module") if isinstance(decorator_options.get("module"), str) else None
+    own_options = _decorator_module_options(decorator)
     differentiable = kind != "func_grad" and decorator_options.get("enable_backward", True) is not False and \
-        (kind != "kernel" or options.value("enable_backward", index, True) is not False)
+        own_options.get("enable_backward", True) is not False and \
+        (kind != "kernel" or options.value("enable_backward", index, True, module) is not False)
     return FunctionModel(node.name.value, kind, node, decorator, decorator_options, params, differentiable, index)
 
 

@@ -25,6 +25,7 @@ class Setting:
     index: int  # top-level statement index
     node: cst.CSTNode
     source: str  # "config" | "module_options"
+    module: str | None = None  # `wp.get_module("name").options[KEY] = v`: that named module's; None: this file's
 
 
 class ModuleOptions:
@@ -32,10 +33,14 @@ class ModuleOptions:
         self.settings = settings
         self.constants = constants
 
-    def value(self, key: str, before_index: int, default: object) -> object:
+    def value(self, key: str, before_index: int, default: object, module: str | None = None) -> object:
+        """The setting of ``key`` a kernel defined at ``before_index`` sees: `wp.config` (global),
+        and the options of its module: this file's (``module`` None), a named one
+        (`@wp.kernel(module="fwd")`), or for `module="unique"` none."""
         found = default
         for setting in self.settings:
-            if setting.key == key and setting.index < before_index:
+            if setting.key == key and setting.index < before_index and (
+                    setting.source == "config" or (setting.module == module and module != "unique")):
                 found = setting.value
         return found
 
@@ -94,6 +99,10 @@ def build_module_options(module: cst.Module, names: WarpNames) -> ModuleOptions:
             setting = _config_setting(small, names, index)
             if setting is not None:
                 settings.append(setting)
+            elif isinstance(small, cst.Assign) and len(small.targets) == 1 and \
+                    _named_module_option(small.targets[0].target, names) is not None:
+                module, key = _named_module_option(small.targets[0].target, names)
+                settings.append(Setting(key, _literal(small.value), index, small, "module_options", module))
             elif isinstance(small, cst.Assign) and len(small.targets) == 1:
                 target = small.targets[0].target
                 if isinstance(target, cst.Name):
@@ -115,3 +124,24 @@ def build_module_options(module: cst.Module, names: WarpNames) -> ModuleOptions:
                             Setting(element.key.evaluated_value, _literal(element.value), index, small, "module_options")
                         )
     return ModuleOptions(settings, constants)
+
+
+def _named_module_option(target: cst.BaseExpression, names: WarpNames) -> tuple[str | None, str] | None:
+    """`wp.get_module("name").options["KEY"]` as ("name", "KEY"); `wp.get_module(__name__)` is this
+    file's module (None); anything else, None."""
+    if not (isinstance(target, cst.Subscript) and len(target.slice) == 1
+            and isinstance(target.slice[0].slice, cst.Index)
+            and isinstance(target.slice[0].slice.value, cst.SimpleString)
+            and isinstance(target.value, cst.Attribute) and target.value.attr.value == "options"
+            and isinstance(target.value.value, cst.Call)):
+        return None
+    call = target.value.value
+    if names.qualify(call.func) != "warp.get_module" or len(call.args) != 1:
+        return None
+    key = target.slice[0].slice.value.evaluated_value
+    argument = call.args[0].value
+    if isinstance(argument, cst.Name) and argument.value == "__name__":
+        return None, key
+    if isinstance(argument, cst.SimpleString):
+        return argument.evaluated_value, key
+    return None

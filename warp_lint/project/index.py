@@ -607,11 +607,17 @@ def _definition(symbol: Symbol, function: FunctionSummary, kind: str, options: d
         reason, where, by = "its decorator's `module_options` set `enable_backward=False`", decorator, "decorator"
     else:
         # Warp reads module options when it builds the module, at the first launch: a setting
-        # anywhere at module level applies to every kernel of it, `__main__` blocks included.
+        # anywhere at module level applies to every kernel of it, `__main__` blocks included. A
+        # kernel of a named module (`@wp.kernel(module="fwd")`) has that module's options
+        # (`wp.get_module("fwd").options[...] = ...`); one of its own (`module="unique"`), none of them.
+        # `wp.config` is global: every module reads it.
+        named = options.get("module") if isinstance(options.get("module"), str) else None
         for setting in summary.settings:
+            if setting.source == "module_options" and (setting.module != named or named == "unique"):
+                continue
             if setting.key == "enable_backward" and setting.value is False:
-                what = "`wp.set_module_options`" if setting.source == "module_options" else \
-                    "`wp.config.enable_backward = False`"
+                what = (f"`wp.get_module({named!r}).options`" if named else "`wp.set_module_options`") \
+                    if setting.source == "module_options" else "`wp.config.enable_backward = False`"
                 reason = f"{what} on line {setting.loc.line} disables backward for its module"
                 where, by = setting.loc, setting.source
                 break

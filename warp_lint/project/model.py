@@ -82,6 +82,9 @@ class _Launches:
     # recorded launches binding only arrays allocated without requires_grad: kernel -> the first
     gradient_free: dict[Symbol, tuple[Location, list[HostEvent]]] = dataclasses.field(default_factory=dict)
     checked: dict[Symbol, Location] = dataclasses.field(default_factory=dict)
+    # recorded only on a tape nothing can differentiate (`with wp.Tape():` binds no name): kernel ->
+    # where that tape records
+    unnamed_tape: dict[Symbol, Location] = dataclasses.field(default_factory=dict)
     unresolved_recorded: list[Location] = dataclasses.field(default_factory=list)
     opaque: list[OpaqueCall] = dataclasses.field(default_factory=list)  # calls under a tape not followed
 
@@ -262,11 +265,14 @@ class ProjectModel(FactoryFlow, FindingContexts):
                 if not kernels:
                     launches.unresolved_recorded.append(event.location)
                 free = scope.gradient_free(event.launch)
+                region = event.region
                 for kernel in kernels:
-                    if free is not None:
+                    if region is not None and not region.key and not region.tape:
+                        # `with wp.Tape():` holds its tape nowhere: no `backward()` can ever run it
+                        launches.unnamed_tape.setdefault(kernel, region.location)
+                    elif free is not None:
                         launches.gradient_free.setdefault(kernel, (event.location, free))
                     elif kernel not in launches.recorded:
-                        region = event.region
                         launches.recorded[kernel] = Reach(region.tape, region.location, event.location,
                                                           scope.entry, event.chain)
             for target, event in recording.checked:
@@ -519,6 +525,11 @@ class ProjectModel(FactoryFlow, FindingContexts):
             return DifferentiationContext(FORWARD_ONLY, f"every recorded launch of it (first at {_where(where)}) binds"
                                                         f" only arrays allocated without `requires_grad`: {named}; no"
                                                         " gradient reaches it", launches=sites)
+        unnamed = launches.unnamed_tape.get(symbol)
+        if unnamed is not None:
+            return DifferentiationContext(FORWARD_ONLY, f"it is recorded only on a tape that nothing differentiates:"
+                                                        f" `with wp.Tape():` at {_where(unnamed)} holds its tape in no"
+                                                        " name, so no `backward()` can run it", launches=sites)
         if sites:
             return self._api_launch(sites, sites) or DifferentiationContext(
                 FORWARD_ONLY, f"every launch of it ({len(sites)}, first at {_where(sites[0])}) is outside any tape"

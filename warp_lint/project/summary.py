@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 10
+SUMMARY_VERSION = 11
 
 MODULE_SCOPE = "<module>"
 
@@ -313,13 +313,15 @@ class ImportBinding:
 
 @_summary_class
 class Setting:
-    """A module-level Warp setting: `wp.config.KEY = v` or `wp.set_module_options({KEY: v})`."""
+    """A module-level Warp setting: `wp.config.KEY = v`, `wp.set_module_options({KEY: v})`, or
+    `wp.get_module(NAME).options[KEY] = v`."""
 
     key: str
     value: Any
     source: str  # config | module_options
     loc: Loc
     guarded: bool  # under an `if` (e.g. `if __name__ == "__main__":`)
+    module: str | None = None  # `wp.get_module("name").options[KEY] = v`: the named module's; None: this file's
 
 
 @_summary_class
@@ -788,9 +790,14 @@ class _Builder:
             return
         for target in targets:
             qualified = self.qualify(target)
+            named = _named_module_option(target, self.qualify)
             if qualified and qualified.startswith("warp.config."):
                 self.settings.append(Setting(qualified.rsplit(".", 1)[1], _literal(value), "config",
                                              self.text.loc(statement), guarded))
+            elif named is not None:
+                module, key = named
+                self.settings.append(Setting(key, _literal(value), "module_options", self.text.loc(statement),
+                                             guarded, module))
             elif isinstance(target, ast.Name):
                 callee = self.code(value.func) if isinstance(value, ast.Call) else None
                 qualified_call = self.qualify(value.func) if isinstance(value, ast.Call) else None
@@ -1265,3 +1272,21 @@ def summarize(tree: ast.Module, text: str, warp_aliases: dict[str, str], memo: S
     """The summary of one file, from its ``ast`` tree (the triage's) and its text. ``memo``: what
     earlier summaries' top-level statements defined, reused where a statement is unchanged."""
     return _Builder(tree, text, warp_aliases, memo).build(text_digest(text))
+
+
+def _named_module_option(target: ast.expr, qualify) -> tuple[str | None, str] | None:
+    """`wp.get_module("name").options["KEY"]` as ("name", "KEY"); `wp.get_module(__name__)` is this
+    file's module (None); anything else, None."""
+    if not (isinstance(target, ast.Subscript) and isinstance(target.slice, ast.Constant)
+            and isinstance(target.slice.value, str) and isinstance(target.value, ast.Attribute)
+            and target.value.attr == "options" and isinstance(target.value.value, ast.Call)):
+        return None
+    call = target.value.value
+    if qualify(call.func) != "warp.get_module" or len(call.args) != 1:
+        return None
+    argument = call.args[0]
+    if isinstance(argument, ast.Name) and argument.id == "__name__":
+        return None, target.slice.value
+    if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
+        return argument.value, target.slice.value
+    return None
