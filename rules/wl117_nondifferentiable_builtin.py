@@ -30,7 +30,8 @@ DERIVATIVE_NOT_ZERO = {
     "tile_scan_max_inclusive": "differentiate the scan by hand",
     "tile_scan_min_inclusive": "differentiate the scan by hand",
     "tile_sort": "sort indices, not values, and gather the values with them",
-    "tile_diag_add": "add a diagonal tile built with `wp.tile_diag` instead",
+    "tile_diag_add": "add the diagonal to the array before loading the tile, or pass the diagonal's gradient"
+                     " back by hand (the diagonal of the matrix's gradient)",
     "tile_cholesky": "differentiate the factorisation by hand",
     "tile_cholesky_inplace": "differentiate the factorisation by hand",
     "tile_cholesky_solve": "differentiate the solve by hand (its adjoint is a solve with the same factor)",
@@ -202,13 +203,17 @@ class NondifferentiableBuiltin(Rule):
                 releases: list[str]) -> None:
         listed = sorted(NOT_DIFFERENTIABLE, key=Version)
         destinations = _destinations(function, dataflow_of(function, context.names), call)
+        # An in-place form writes its result over an argument: the output's gradient is left there,
+        # passed back unchanged (measured for tile_cholesky_solve_inplace), not zeroed.
+        lost = "the output's gradient is passed back unchanged" if builtin.endswith("_inplace") else "zero"
+
         where = (f"Warp {releases[0]} registers" if len(releases) == 1
                  else f"Warp {releases[0]} to {releases[-1]} register")
         context.report(
             self, call.node,
             f"`wp.{builtin}` has no adjoint ({where} it as not differentiable), but a gradient flows"
-            f" through it here: the backward pass passes nothing back through it, so that gradient is zero"
-            f" without a warning; {DERIVATIVE_NOT_ZERO[builtin]}",
+            f" through it here: the backward pass passes nothing back through it, so that gradient is lost"
+            f" without a warning ({lost}); {DERIVATIVE_NOT_ZERO[builtin]}",
             affected_versions=_specifier(releases, listed),
             # the outputs the lost gradient would come from: none exists where they have no `.grad`
             data={**function.runtime_data(), **({"destinations": sorted(destinations)} if destinations else {})},
