@@ -1214,3 +1214,45 @@ def test_a_read_used_only_by_a_builtin_without_adjoint_needs_no_value(read, haza
     assert [f.code for f in lint_code(code, select=["WL102"], target="==1.19.0")] == (["WL102"] if hazard else [])
     kernel = _load_kernel(code, tmp_path / f"no_adjoint_read_{int(hazard)}.py")
     assert (measure_relative_error(kernel) > 0.05) == hazard
+
+
+MODULE_PER_FACTORY = """
+import warp as wp
+
+
+def make_kernel():
+    module = wp.get_module("made_SUFFIX")
+    OPTIONS
+
+    @wp.kernel(module=module)
+    def bump(x: wp.array(dtype=float)):
+        i = wp.tid()
+        v = x[i]
+        x[i] = wp.sin(v)
+
+    return bump
+
+
+bump = make_kernel()
+"""
+
+
+@pytest.mark.parametrize(("options", "disabled"), [
+    ('module.options.update({"enable_backward": False})', True),
+    ('module.options["enable_backward"] = False', True),
+    ('module.options.update({"max_unroll": 4})', False)])
+def test_a_kernel_of_a_module_held_in_a_name_has_the_options_given_to_it(options, disabled, tmp_path):
+    """newton's solvers make a module per factory (`module = wp.get_module(...)`, then
+    `module.options.update({"enable_backward": False})`, `@wp.kernel(module=module)`): that kernel
+    has no adjoint (measured: the backward pass leaves the seed as it was), so none of its WL1xx
+    findings stand; options that leave backward on change nothing."""
+    code = MODULE_PER_FACTORY.replace("OPTIONS", options).replace("SUFFIX", str(int(disabled)) + str(len(options)))
+    assert [f.code for f in lint_code(code, select=["WL102"], target="==1.19.0")] == ([] if disabled else ["WL102"])
+    module = _load_program(code, tmp_path / f"factory_module_{len(options)}.py")
+    x = wp.array(np.array([0.5, 1.0], dtype=np.float32), requires_grad=True, device="cpu")
+    tape = wp.Tape()
+    with tape:
+        wp.launch(module.bump, 2, inputs=[x], device="cpu")
+    tape.backward(grads={x: wp.ones(2, dtype=float, device="cpu")})
+    # without an adjoint the seed on the in-place array stays as it was; with one, cos is applied
+    assert np.allclose(x.grad.numpy(), 1.0) == disabled

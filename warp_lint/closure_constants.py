@@ -66,6 +66,59 @@ def captured_values(tree: ast.Module, is_warp: Callable[[ast.AST], bool]) -> dic
     return found
 
 
+def held_module_options(tree: ast.Module, is_warp: Callable[[ast.AST], bool]) -> dict[str, dict[str, object]]:
+    """The name of each Warp definition declared `module=NAME`, NAME a name that holds a module
+    (`module = wp.get_module(...)`) -> the options its own scope or an enclosing one gives that
+    module (`module.options.update({"enable_backward": False})`, `module.options["k"] = v`):
+    newton makes a module per factory this way."""
+    found: dict[str, dict[str, object]] = {}
+    for definition, enclosing in _definitions(tree):
+        if not is_warp(definition):
+            continue
+        holder = _module_keyword(definition)
+        if holder is None:
+            continue
+        options: dict[str, object] = {}
+        for scope in (tree, *enclosing):
+            options.update(_options_given(scope, holder))
+        if options:
+            found.setdefault(definition.name, {}).update(options)
+    return found
+
+
+def _module_keyword(definition: FunctionNode) -> str | None:
+    for decorator in definition.decorator_list:
+        if isinstance(decorator, ast.Call):
+            for keyword in decorator.keywords:
+                if keyword.arg == "module" and isinstance(keyword.value, ast.Name):
+                    return keyword.value.id
+    return None
+
+
+def _options_given(scope: ast.AST, holder: str) -> dict[str, object]:
+    """`holder.options.update({...})` and `holder.options[KEY] = v` in a scope's own statements."""
+    options: dict[str, object] = {}
+    body = scope.body if isinstance(scope, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)) else []
+    for statement in body:
+        for node in ast.walk(statement) if not isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef,
+                                                                       ast.ClassDef)) else ():
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "update" \
+                    and _is_options_of(node.func.value, holder) and node.args and isinstance(node.args[0], ast.Dict):
+                for key, value in zip(node.args[0].keys, node.args[0].values):
+                    if isinstance(key, ast.Constant) and isinstance(value, ast.Constant):
+                        options[key.value] = value.value
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Subscript) \
+                    and _is_options_of(node.targets[0].value, holder) and isinstance(node.targets[0].slice, ast.Constant) \
+                    and isinstance(node.value, ast.Constant):
+                options[node.targets[0].slice.value] = node.value.value
+    return options
+
+
+def _is_options_of(node: ast.AST, holder: str) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "options" and isinstance(node.value, ast.Name) \
+        and node.value.id == holder
+
+
 def _definitions(tree: ast.Module) -> Iterator[tuple[FunctionNode, tuple[FunctionNode, ...]]]:
     """Every function definition in source order, with the functions around it, outermost first."""
     found = []

@@ -113,7 +113,8 @@ class FileContext:
 
     @functools.cached_property
     def kernels(self) -> KernelIndex:
-        return build_kernel_index(self.module, self.names, self.options, self.imported_helpers, self.triage.captured)
+        return build_kernel_index(self.module, self.names, self.options, self.imported_helpers, self.triage.captured,
+                                  self.triage.held_options)
 
     def kernel_facts(self, summary: FileSummary, within: Callable[[str], bool] | None = None
                      ) -> dict[str, KernelFacts]:

@@ -211,6 +211,7 @@ class KernelUnits:
         # changes the loops of a unit whose own text did not change.
         names.update(repr(sorted((name, sorted((k, sorted(v) if v is not None else None) for k, v in values.items()))
                                  for name, values in triaged.captured.items())).encode())
+        names.update(repr(sorted((name, sorted(options.items())) for name, options in triaged.held_options.items())).encode())
         settings = names.digest()
         keys: dict[int, tuple[bytes, list[int]]] = {}
         defined_by = _defined_by(parts, units)

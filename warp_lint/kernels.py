@@ -311,11 +311,13 @@ class ImportedHelper:
 
 def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOptions,
                        imported: Callable[[str], ImportedHelper | None] | None = None,
-                       captured: dict[str, dict[str, frozenset[int] | None]] | None = None) -> KernelIndex:
+                       captured: dict[str, dict[str, frozenset[int] | None]] | None = None,
+                       held: dict[str, dict[str, object]] | None = None) -> KernelIndex:
     """``imported(code)``: the ``@wp.func`` helper of another file that the code calling it here
     names (`helper`, `math_utils.helper`), or None; asked only for calls that pass arrays, so a
     kernel's effects follow calls into them. ``captured``: by definition name, the values it
-    captures from the factory around it (``closure_constants``), which ``module`` does not hold."""
+    captures from the factory around it (``closure_constants``), which ``module`` does not hold;
+    ``held``: by definition name, the options given to the module it names (`module=module`)."""
     structs: dict[str, StructModel] = {}
     decorated: list[tuple[cst.FunctionDef, cst.Decorator, str, int]] = []
     for index, statement in enumerate(module.body):
@@ -339,7 +341,8 @@ def build_kernel_index(module: cst.Module, names: WarpNames, options: ModuleOpti
                         struct.fields[small.target.value] = parse_annotation(
                             cst.Annotation(small.annotation.annotation), names, struct_names
                         )
-    functions = [_function_model(node, decorator, kind, index, names, options, struct_names)
+    functions = [_function_model(node, decorator, kind, index, names, options, struct_names,
+                                 (held or {}).get(node.name.value, {}))
                  for node, decorator, kind, index in decorated]
     for function in functions:
         function.captured = (captured or {}).get(function.name, {})
@@ -464,7 +467,14 @@ def _decorator_module_options(decorator: cst.Decorator) -> dict[str, object]:
     return {}
 
 
-def _function_model(node, decorator, kind, index, names, options, structs) -> FunctionModel:
+def _module_argument(decorator: cst.Decorator) -> cst.BaseExpression | None:
+    if isinstance(decorator.decorator, cst.Call):
+        return next((a.value for a in decorator.decorator.args if a.keyword and a.keyword.value == "module"), None)
+    return None
+
+
+def _function_model(node, decorator, kind, index, names, options, structs,
+                    held_options: dict[str, object] | None = None) -> FunctionModel:
     decorator_options: dict[str, object] = {}
     if isinstance(decorator.decorator, cst.Call):
         for argument in decorator.decorator.args:
@@ -476,8 +486,12 @@ def _function_model(node, decorator, kind, index, names, options, structs) -> Fu
     # module with that module's options (measured on 1.19: a func of a backward-disabled module called
     # by a differentiated kernel elsewhere gets the right gradient), so its callers decide (the
     # project model's contexts).
-    module = decorator_options.get("module") if isinstance(decorator_options.get("module"), str) else None
-    own_options = _decorator_module_options(decorator)
+    # `module="fwd"`: a named module, with its own options; `module=held` (a name holding a module):
+    # the options given to it in that statement, and the file's as before for anything else.
+    argument = _module_argument(decorator)
+    module = argument.evaluated_value if isinstance(argument, cst.SimpleString) else None
+    own_options = {**_decorator_module_options(decorator),
+                   **((held_options or {}) if isinstance(argument, cst.Name) else {})}
     differentiable = kind != "func_grad" and decorator_options.get("enable_backward", True) is not False and \
         own_options.get("enable_backward", True) is not False and \
         (kind != "kernel" or options.value("enable_backward", index, True, module) is not False)

@@ -23,7 +23,7 @@ import dataclasses
 import functools
 import re
 
-from warp_lint.closure_constants import Values, captured_values
+from warp_lint.closure_constants import Values, captured_values, held_module_options
 from warp_lint.source import split_lines
 
 WARP_MODULE = "warp"
@@ -50,6 +50,12 @@ class Triage:
         """What the Warp definitions inside factories capture from them (``closure_constants``):
         read from the whole file, which ``synthetic`` does not hold."""
         return captured_values(self.tree, functools.partial(is_warp_decorated, aliases=self.warp_aliases))
+
+    @functools.cached_property
+    def held_options(self) -> dict[str, dict[str, object]]:
+        """The options of modules held in names that Warp definitions name (`module=module`):
+        read from the whole file, as ``captured`` is."""
+        return held_module_options(self.tree, functools.partial(is_warp_decorated, aliases=self.warp_aliases))
 
 
 def _dotted(node: ast.AST) -> str | None:
