@@ -4,7 +4,7 @@ import libcst as cst
 from packaging.version import Version
 
 from warp_lint.context import FileContext
-from warp_lint.dataflow import Dataflow, dataflow_of
+from warp_lint.dataflow import ACCUMULATING, STORING, Dataflow, dataflow_of
 from warp_lint.kernels import CallSite, FunctionModel
 from warp_lint.rule import Example, Rule
 from warp_lint.warp_builtins import not_differentiable
@@ -76,6 +76,7 @@ NO_GRADIENT_TO_LOSE = frozenset("""
     volume_lookup_index volume_store volume_store_f volume_store_i volume_store_v
     volume_voxel_count zeros
 """.split())
+STORES = STORING | ACCUMULATING
 # Builtins whose argument tells overloads apart in the table: the kind of a vector's first argument.
 VECTOR_DTYPES = ("warp.vec", "warp.spatial_vector")
 
@@ -232,7 +233,11 @@ def _on_gradient_path(function: FunctionModel, flow: Dataflow, call: CallSite) -
         targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
         names = [t.value for t in targets if isinstance(t, cst.Name)]
         return any(name in flow.useful for name in names) if names else True  # a store into an array
-    return isinstance(statement, (cst.Return, cst.Expr, cst.AugAssign))
+    if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call):
+        # the call is the statement (`wp.atomic_exch(y, i, v)`), or its value goes to a store;
+        # printed or asserted, it reaches no output
+        return statement.value is call.node or flow.qualify(statement.value.func) in STORES
+    return isinstance(statement, (cst.Return, cst.AugAssign))
 
 
 def _destinations(function: FunctionModel, flow: Dataflow, call: CallSite) -> set[str] | None:

@@ -197,3 +197,11 @@ def test_a_builtin_whose_value_reaches_only_outputs_without_gradients_is_forward
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert np.allclose(module.gradient(np.array([1.25, 2.5], dtype=np.float32)), 3.0)  # 4.0 were right with GRAD
+
+
+def test_a_builtin_whose_value_is_only_printed_is_not_reported():
+    code = KERNELS.replace("DTYPE", "float").replace(
+        "BODY", 'wp.printf("%f\\\\n", wp.frac(x[i]))\n    y[i] = x[i]')
+    assert lint_code(code, select=["WL117"]) == []
+    assert [f.code for f in lint_code(code.replace("y[i] = x[i]", "wp.tile_store(y, wp.tile_max(wp.tile_load(x, shape=8)))"),
+                                      select=["WL117"])] == ["WL117"]

@@ -532,6 +532,9 @@ class Dataflow:
                 if callee in INTEGER_CALLS or callee in NO_ADJOINT or callee in WITHOUT_ADJOINT or self._integer_helper(
                         callee or dotted_name(current.func)):
                     continue
+                loaded = self._array(current.args[0].value) if callee in TILE_LOADS and current.args else None
+                if loaded is not None and self._differentiable(loaded):
+                    return False  # a tile of a differentiable array's elements
                 stack.extend(a.value for a in current.args)
                 continue
             if kind is cst.Comparison or kind is cst.BooleanOperation:
