@@ -308,8 +308,11 @@ def _fix(name: str, use, loop: Loop) -> str:
     else keeps each pass's value where the adjoint can read it back; unrolling only where Warp can
     (a constant trip count over the `max_unroll` limit), never for a runtime count or a `while`."""
     if any(f"`wp.{extreme}`" in use.how for extreme in ("max", "min")) or use.how.startswith("compared"):
-        fix = (f"keep the index of the running extreme in the loop and read its value from the array after"
-               f" the loop, so that `{name}` carries no gradient through the passes")
+        # The extreme may be of values the loop computes (distances to candidates), not of stored
+        # ones: the index is what to carry, the value is read or computed again from it.
+        fix = (f"carry only the index (or the arguments) of the running extreme through the loop, and after"
+               f" the loop read or compute its value again from them, so that `{name}` carries no gradient"
+               f" through the passes")
     else:
         fix = (f"keep each pass's `{name}` in its own array slot (`history[k + 1] = f(history[k])`), which the"
                f" adjoint reads back as it was, or move the loop into a @wp.func with a custom adjoint")

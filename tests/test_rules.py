@@ -154,7 +154,7 @@ def test_the_dynamic_loop_fix_is_one_that_applies_to_the_loop():
                 best = wp.max(best, x[j] * x[j])
             out[0] = best * best
         """, select=["WL104"])
-    assert len(running_max) == 1 and "index of the running extreme" in running_max[0].message
+    assert len(running_max) == 1 and "index (or the arguments) of the running extreme" in running_max[0].message
     assert "+=" not in running_max[0].message and "wp.static" not in running_max[0].message
     power = """
         import warp as wp
