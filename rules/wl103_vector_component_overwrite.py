@@ -256,12 +256,9 @@ class VectorComponentOverwrite(Rule):
                 reason = _hazard(context, function, write, binding, repeated)
                 earlier.append(write)
                 if reason:
-                    # `v.x` is an attribute; a subscript (`v[0]`, a slice `z[0, :2]`) is printed as one.
-                    spelled = (f"{write.name}.{write.component}" if write.element is None
-                               and write.component.isidentifier() else f"{write.name}[{write.component}]")
                     context.report(
                         self, write.node,
-                        f"`{spelled}` {reason}: from Warp 1.7 the adjoint does not cut the"
+                        f"`{write.spelled}` {reason}: from Warp 1.7 the adjoint does not cut the"
                         f" overwritten value's gradient; build a new value instead"
                         f" (or set wp.config.{OPTION} = True)",
                         data=function.runtime_data(),

@@ -3,6 +3,7 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
+from warp_lint.cst_walk import walk_statements
 from warp_lint.dataflow import BRANCH, INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
 from warp_lint.kernel_facts import guard_data
 from warp_lint.kernels import FunctionModel, Loop
@@ -294,12 +295,5 @@ def _arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
                for use in flow.uses)
 
 
-def _small_statements(node: cst.CSTNode):
-    found = []
-
-    class Collect(cst.CSTVisitor):
-        def visit_SimpleStatementLine(self, line: cst.SimpleStatementLine) -> None:
-            found.extend(line.body)
-
-    node.visit(Collect())
-    return found
+def _small_statements(node: cst.CSTNode) -> list[cst.BaseSmallStatement]:
+    return [small for line in walk_statements(node) if isinstance(line, cst.SimpleStatementLine) for small in line.body]

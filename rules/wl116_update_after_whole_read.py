@@ -152,7 +152,7 @@ class UpdateAfterWholeRead(Rule):
             for write in function.component_writes:
                 if not write.is_field and write.operator not in IN_PLACE_COMPONENT_OPERATORS:
                     continue  # a component `=`: WL103's (with the option, a new value)
-                if option and _attribute(write):
+                if option and write.is_attribute:
                     continue  # the option makes `v.x += e` a new value too (measured); not `v[0] += e`
                 if write.name in function.arrays or not flow.carries_gradient(write.name):
                     continue
@@ -161,11 +161,10 @@ class UpdateAfterWholeRead(Rule):
                     self._report(context, function, write, reader)
 
     def _report(self, context: FileContext, function: FunctionModel, write: ComponentWrite, reader: Use) -> None:
-        part = f"{write.name}.{write.component}" if _attribute(write) else f"{write.name}[{write.component}]"
-        update = f"`{part} {write.operator or '='} ...`"
+        update = f"`{write.spelled} {write.operator or '='} ...`"
         line = context.position(reader.node)[0].line
         option = ("" if write.is_field else f" (wp.config.{OPTION} = True makes `.{write.component}` updates new values)"
-                  if _attribute(write) else f", with or without wp.config.{OPTION}")
+                  if write.is_attribute else f", with or without wp.config.{OPTION}")
         context.report(
             self, write.node,
             f"{update} updates `{write.name}` in place after it was {reader.how} (line {line}), whose adjoint"
@@ -174,11 +173,6 @@ class UpdateAfterWholeRead(Rule):
             affected_versions=">=1.15" if write.is_field else None,
             data=function.runtime_data(),
         )
-
-
-def _attribute(write: ComponentWrite) -> bool:
-    """`v.x` or `b.mass` (an attribute), not `v[0]` (a subscript, a slice)."""
-    return write.element is None and write.component.isidentifier()
 
 
 def _whole_read_before(context: FileContext, function: FunctionModel, flow: Dataflow,

@@ -13,8 +13,16 @@ from warp_lint import __version__
 from warp_lint.config import ConfigError
 from warp_lint.engine import FileResult, fix_until_stable
 from warp_lint.fixer import ConcurrentModification, applicable, write_atomically
+from warp_lint.options import (
+    UsageError,
+    add_context_options,
+    chosen_format,
+    lint_paths,
+    progress_printer,
+    use_color,
+    validate,
+)
 from warp_lint.output import RunReport, renderers
-from warp_lint.options import UsageError, chosen_format, lint_paths, progress_printer, use_color, validate
 from warp_lint.registry import RulesNotInstalled, all_rules
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -88,7 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
                     " confirmed, cleared, not exercised or inconclusive. The report goes to stderr; the"
                     " command's output and exit status pass through unchanged.",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    from warp_lint.trace.command import EPILOG as TRACE_EPILOG, add_arguments as add_trace_arguments
+    from warp_lint.trace.command import EPILOG as TRACE_EPILOG
+    from warp_lint.trace.command import add_arguments as add_trace_arguments
 
     trace.epilog = TRACE_EPILOG
     add_trace_arguments(trace)
@@ -125,14 +134,7 @@ def _add_lint_options(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--color", choices=["auto", "always", "never"], default="auto",
                         help="colour the text output (auto: only on a terminal, and never with NO_COLOR)")
     output.add_argument("--report-unused-noqa", action="store_true", help="report '# noqa' that suppress nothing")
-    output.add_argument("--report-contexts", metavar="CONTEXTS",
-                        help="report kernel findings in these differentiation contexts, comma-separated:"
-                             " differentiated (a recording of the project reaches it), public (only the package's"
-                             " public API reaches it: users may differentiate it), unknown (the model cannot"
-                             " tell), forward-only, unreachable, or all (default: differentiated,unknown)")
-    output.add_argument("--report-forward-only", action="store_true",
-                        help="report kernel findings in every context, forward-only and unreachable code"
-                             " included (the same as --report-contexts all)")
+    add_context_options(output)
     fixes = parser.add_argument_group("fixes")
     fixes.add_argument("--fix", action="store_true", help="apply safe fixes, writing files atomically")
     fixes.add_argument("--unsafe-fixes", action="store_true", help="also apply (or show) unsafe fixes")

@@ -65,20 +65,21 @@ INTEGER_CALLS = INTEGER_CONSTRUCTORS | {"warp.tid", "len", "warp.len", "warp.has
                                        "warp.lower_bound", "warp.argmin", "warp.argmax", "warp.isnan", "warp.isinf",
                                        "warp.isfinite", "warp.rand_init", "warp.randi"}
 TILE_LOADS = {"warp.tile_load", "warp.tile_load_indexed"}
+ACCUMULATING = {"warp.atomic_add", "warp.atomic_sub", "warp.tile_atomic_add"}
+STORING = {"warp.atomic_min", "warp.atomic_max", "warp.atomic_exch", "warp.tile_store", "warp.store"}
 # Builtins no release of the table differentiates (read from Warp's registry: warp_builtins_table):
 # Warp generates no adjoint for them, so their result carries no gradient and no adjoint reads their
 # arguments (`wp.atomic_cas(a, i, old, new)`, `wp.floor(x)`, `wp.tile_max(t)`: WL117 reports the
 # gradient lost through those whose derivative is not zero). Left out: the language's own forms
-# (tuples, ranges, static expressions) and the stores, loads and views whose flow is modelled above.
-_LANGUAGE_FORMS = {"tuple", "range", "static", "slice", "array", "zeros", "iter_next", "reversed", "load", "store",
+# (tuples, ranges, static expressions, loads and views) and the stores and loads whose flow the
+# sets here model.
+_LANGUAGE_FORMS = {"tuple", "range", "static", "slice", "array", "zeros", "iter_next", "reversed", "load",
                    "index", "indexref", "extract", "tile_view", "tile_from_thread", "tile_stack", "tile_stack_push",
                    "tile_stack_pop", "tile_stack_clear", "tile_stack_count"}
-WITHOUT_ADJOINT = frozenset(
-    f"warp.{name}" for name in set.intersection(*({name for name, entry in entries.items() if entry == "all"}
-                                                   for entries in NOT_DIFFERENTIABLE.values()))
-    if name not in _LANGUAGE_FORMS) - {"warp.atomic_exch"} if NOT_DIFFERENTIABLE else frozenset()
-ACCUMULATING = {"warp.atomic_add", "warp.atomic_sub", "warp.tile_atomic_add"}
-STORING = {"warp.atomic_min", "warp.atomic_max", "warp.atomic_exch", "warp.tile_store", "warp.store"}
+_NEVER_DIFFERENTIATED = set.intersection(*({name for name, entry in entries.items() if entry == "all"}
+                                           for entries in NOT_DIFFERENTIABLE.values())) if NOT_DIFFERENTIABLE else set()
+WITHOUT_ADJOINT = frozenset(f"warp.{name}" for name in _NEVER_DIFFERENTIATED
+                            if name not in _LANGUAGE_FORMS) - ACCUMULATING - STORING - TILE_LOADS
 # Stores whose value is kept as it is: the adjoint reads the stored gradient, not the value.
 PLAIN_STORES = {"warp.tile_store", "warp.store"}
 ARRAY_METADATA = {"shape", "ndim", "size", "strides", "dtype", "ptr"}
@@ -592,12 +593,6 @@ class Dataflow:
     def carries_gradient(self, name: str) -> bool:
         return name in self.active and name in self.useful
 
-    def free_of_gradient(self, expression) -> bool:
-        """Whether no active local or array element flows into the expression's value (after the
-        closure: the activity this dataflow found)."""
-        return not any(use.position in (LINEAR, NONLINEAR) and use.name in self.active
-                       for use in self._walk(expression, LINEAR, "", None, 0))
-
     def origin(self, name: str) -> str | None:
         """An input whose gradient ``name`` carries, for messages: an array or a func argument."""
         found = self.origins(name, every_array=True)
@@ -777,7 +772,7 @@ def gradient_free_returns(helper: FunctionModel, names: WarpNames) -> frozenset[
     if len(arities) == 1:
         elements = [list(value.elements) if isinstance(value, cst.Tuple) else [value] for value in returns]
         free = frozenset(position for position in range(arities.pop()) if all(
-            flow.free_of_gradient(row[position].value if isinstance(row[position], cst.Element) else row[position])
+            flow.free(row[position].value if isinstance(row[position], cst.Element) else row[position])
             for row in elements))
     helper._gradient_free_returns = free
     return free

@@ -90,6 +90,16 @@ class ComponentWrite:
     element: tuple[cst.BaseExpression, ...] | None = None  # ``(i, j)`` for ``m[i, j] = ...``; None for ``v.x``
     branches: tuple["Branch", ...] = ()  # the if-arms around it, outermost first
 
+    @property
+    def is_attribute(self) -> bool:
+        """`v.x` or `b.mass`, not a subscript (`v[0]`, a slice `z[0, :2]`, whose element is None too)."""
+        return self.element is None and self.component.isidentifier()
+
+    @property
+    def spelled(self) -> str:
+        """The target as written: `v.x`, `v[0]`, `z[0, :2]`."""
+        return f"{self.name}.{self.component}" if self.is_attribute else f"{self.name}[{self.component}]"
+
 
 @dataclasses.dataclass
 class Loop:

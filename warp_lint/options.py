@@ -174,3 +174,15 @@ def progress_printer():
         sys.stderr.flush()
 
     return show
+
+
+def add_context_options(group) -> None:
+    """The differentiation-context options, one definition for every face that lints."""
+    group.add_argument("--report-contexts", metavar="CONTEXTS",
+                       help="report kernel findings in these differentiation contexts, comma-separated:"
+                            " differentiated (a recording of the project reaches it), public (only the package's"
+                            " public API reaches it: users may differentiate it), unknown (the model cannot"
+                            " tell), forward-only, unreachable, or all (default: differentiated,unknown)")
+    group.add_argument("--report-forward-only", action="store_true",
+                       help="report kernel findings in every context, forward-only and unreachable code"
+                            " included (the same as --report-contexts all)")

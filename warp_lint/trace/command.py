@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import sys
@@ -19,8 +20,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from warp_lint.options import add_context_options
 from warp_lint.trace.matching import judge, runtime_problems, summarize
-from warp_lint.trace.session import CommandNotFound, EXIT_COMMAND_NOT_FOUND, Session, TraceLimits
+from warp_lint.trace.session import (
+    EXIT_COMMAND_NOT_FOUND,
+    CommandNotFound,
+    Session,
+    TraceLimits,
+)
 
 EPILOG = """\
 exit status: the command's own (127 when it cannot be started; 2 for a usage error).
@@ -64,12 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--quiet", "-q", action="store_true", help="no summary line")
     output.add_argument("--color", choices=["auto", "always", "never"], default="auto")
     output.add_argument("--no-cache", action="store_true", help="neither read nor write the results cache")
-    output.add_argument("--report-contexts", metavar="CONTEXTS",
-                        help="trace kernel findings in these differentiation contexts, comma-separated (as for"
-                             " `check`: differentiated, public, unknown, forward-only, unreachable, or all)")
-    output.add_argument("--report-forward-only", action="store_true",
-                        help="trace kernel findings in every context, forward-only and unreachable code included:"
-                             " a run may differentiate what the static pass found no recording of")
+    # A run may differentiate what the static pass found no recording of: trace can look at those too.
+    add_context_options(output)
     parser.set_defaults(force_exclude=False, report_unused_noqa=False, jobs=None, fix=False, unsafe_fixes=False,
                         diff=False, exit_zero=False)
 
@@ -118,8 +121,6 @@ def kernel_plan(findings) -> dict[str, dict[str, Any]]:
 def _call_sites(calling_kernels) -> list[dict[str, Any]]:
     """For each kernel that runs a helper (the static pass's ``calling_kernels``: its file, its
     name, the name its body calls), the first line of its body that makes that call."""
-    import ast
-
     sites, trees = [], {}
     for caller in calling_kernels:
         path = os.path.realpath(caller["path"])
@@ -139,8 +140,6 @@ def _call_sites(calling_kernels) -> list[dict[str, Any]]:
 
 
 def _called_name(func) -> str | None:
-    import ast
-
     if isinstance(func, ast.Name):
         return func.id
     if isinstance(func, ast.Attribute):
