@@ -22,7 +22,10 @@ class SqrtAtZero(Rule):
     `wp.sqrt` inside an `if` (or after an early `return`/`continue`) whose condition tests the
     squared norm, and a norm of values clamped at zero from below with `wp.max(x, 0.0)` (the SDF
     idiom `length(max(q, 0))`: at zero the adjoint goes to the constant, measured right on 1.19;
-    `wp.max(0.0, x)` sends it to `x`, NaN) or floored above zero.
+    `wp.max(0.0, x)` sends it to `x`, NaN) or floored above zero. Nor a root that always divides
+    afterwards (`s = wp.sqrt(x * x + w * w)` and, later in the same block, `invs = 1.0 / s`): there
+    the forward value is itself inf or NaN wherever the root is zero (measured for `d / n` on 1.19),
+    so the gradient does not fail silently, and the fix is a guard before the division.
 
     ## Why is this bad?
     The adjoint of `sqrt(q)` is `0.5 / sqrt(q)`, infinite at `q = 0`, and the chain rule multiplies
@@ -105,6 +108,16 @@ class SqrtAtZero(Rule):
                 w[1] = wp.max(q[1], 0.0)
                 return wp.sqrt(w[0] * w[0] + w[1] * w[1])
             """),
+        # The forward pass divides by the root whatever runs: at zero its value is inf, not silent.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def twist_scale(q: wp.quat):
+                s = wp.sqrt(q[0] * q[0] + q[3] * q[3])
+                invs = 1.0 / s
+                return invs * invs * invs
+            """),
     ]
     INVALID = [
         Example("""
@@ -157,7 +170,7 @@ class SqrtAtZero(Rule):
                 bases = _squared_norm(context, function, call, argument, follow=True)
                 statement = call.statement or call.node
                 if bases is None or id(statement) in reported or _guarded(function, call, argument, bases) \
-                        or _clamped(context, function, call, bases):
+                        or _clamped(context, function, call, bases) or _forward_singular(function, statement):
                     continue
                 reported.add(id(statement))
                 spelled = call.name.replace("warp.", "wp.")
@@ -223,6 +236,58 @@ def _division_by(function: cst.FunctionDef, name: str) -> cst.BinaryOperation | 
 
     function.visit(Divisions())
     return found[0] if found else None
+
+
+def _forward_singular(function: FunctionModel, statement: cst.CSTNode) -> bool:
+    """Whether the forward pass is itself non-finite wherever the square root is zero: its result,
+    bound once (`s = wp.sqrt(...)`), divides later in the same block, whatever branch runs
+    (`invs = 1.0 / s`: inf; `d / n`: NaN). The hazard is then no silent gradient failure, the
+    forward value shows it, and no norm of another spelling mends it; guarding the zero does."""
+    name = _assigned_name(statement)
+    if name is None or sum(binding.name == name for binding in function.bindings) != 1:
+        return False
+    block = _enclosing_block(function.node, statement)
+    if block is None:
+        return False
+    after = False
+    for line in block.body:
+        if line is statement or (isinstance(line, cst.SimpleStatementLine) and statement in line.body):
+            after = True
+            continue
+        if after and isinstance(line, cst.SimpleStatementLine) and any(
+                _divides_unconditionally(small, name) for small in line.body):
+            return True
+    return False
+
+
+def _enclosing_block(function: cst.FunctionDef, statement: cst.CSTNode) -> cst.BaseSuite | None:
+    """The suite whose lines hold ``statement``."""
+    found: list[cst.BaseSuite] = []
+
+    class Blocks(cst.CSTVisitor):
+        def visit_IndentedBlock(self, node: cst.IndentedBlock) -> None:
+            if any(line is statement or (isinstance(line, cst.SimpleStatementLine) and statement in line.body)
+                   for line in node.body):
+                found.append(node)
+
+    function.visit(Blocks())
+    return found[0] if found else None
+
+
+def _divides_unconditionally(small: cst.CSTNode, name: str) -> bool:
+    """Whether the statement divides by ``name`` outside any conditional expression."""
+    found = []
+
+    class Divisions(cst.CSTVisitor):
+        def visit_IfExp(self, node: cst.IfExp) -> bool:
+            return False  # one arm may not run
+
+        def visit_BinaryOperation(self, node: cst.BinaryOperation) -> None:
+            if isinstance(node.operator, cst.Divide) and isinstance(node.right, cst.Name) and node.right.value == name:
+                found.append(node)
+
+    small.visit(Divisions())
+    return bool(found)
 
 
 def _instead(bases: dict[str, bool]) -> str:

@@ -878,14 +878,31 @@ def direction(a: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
 """
 
 
-@pytest.mark.parametrize(("norm", "finite"), [("wp.sqrt(wp.dot(d, d))", False), ("wp.length(d)", False)])
-def test_a_norm_that_then_divides_is_singular_even_guarded_and_the_message_says_normalize(norm, finite, tmp_path):
-    """`d / wp.length(d)` is as NaN at zero as `d / wp.sqrt(wp.dot(d, d))`: WL110's usual advice
-    (use `wp.length`) would not help, so the message gives `wp.normalize(d)`, measured finite."""
-    code = DIRECTION.replace("NORM", norm)
+def test_a_norm_that_always_divides_is_loud_in_the_forward_pass_and_not_reported(tmp_path):
+    """`u = d / n` right after `n = wp.sqrt(wp.dot(d, d))`, in the same block: wherever the root is
+    zero the forward value is already NaN (measured), so the NaN gradient is no silent failure and
+    WL110 does not report it; guarding the zero is the fix, as for any division."""
+    code = DIRECTION.replace("NORM", "wp.sqrt(wp.dot(d, d))")
+    assert lint_code(code, select=["WL110"]) == []
+    kernel = _load_kernel(code, tmp_path / "direction_loud.py")
+    a = wp.array(np.array([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], dtype=np.float32), dtype=wp.vec3, device="cpu")
+    out = wp.zeros(2, dtype=float, device="cpu")
+    wp.launch(kernel, 2, inputs=[a], outputs=[out], device="cpu")
+    assert np.isnan(out.numpy()[0]) and np.isfinite(out.numpy()[1])
+
+
+@pytest.mark.parametrize(("norm", "finite"), [("wp.sqrt(wp.dot(d, d))", False), ("wp.length(d)", True)])
+def test_a_norm_that_sometimes_divides_gets_the_direction_as_its_fix(norm, finite, tmp_path):
+    """The division runs only for some elements (`if w[i] > 0.0:`): an element at zero that does not
+    divide has a finite forward value and a NaN gradient (silent), and one that does divide is NaN
+    in the forward pass, where `wp.length` would not help (`d / wp.length(d)`); so the message
+    gives `wp.normalize(d)` for the direction and `wp.length(d)` for the norm, measured finite."""
+    code = DIRECTION.replace("NORM", norm).replace(
+        "a: wp.array(dtype=wp.vec3),", "a: wp.array(dtype=wp.vec3), w: wp.array(dtype=float),").replace(
+        "    u = d / n\n", "    u = wp.vec3(0.0)\n    if w[i] > 0.0:\n        u = d / n\n")
     if norm.startswith("wp.sqrt"):
         (finding,) = lint_code(code, select=["WL110"])
-        assert "`d / n` (line 9) then divides by the same zero" in finding.message
+        assert "`d / n` (line 11) then divides by the same zero" in finding.message
         assert "use `wp.normalize(d)` for the direction and `wp.length(d)` for the norm" in finding.message
     # The fix as the message gives it. The square root must go too: unused, its adjoint still
     # multiplies a zero by its infinite derivative (NaN, measured).
@@ -894,10 +911,12 @@ def test_a_norm_that_then_divides_is_singular_even_guarded_and_the_message_says_
         kernel = _load_kernel(source, tmp_path / f"direction_{len(source)}.py")
         a = wp.array(np.zeros((2, 3), dtype=np.float32), dtype=wp.vec3, requires_grad=True, device="cpu")
         a.assign(np.array([[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]], dtype=np.float32))
+        w = wp.array(np.array([0.0, 1.0], dtype=np.float32), device="cpu")
         out = wp.zeros(2, dtype=float, requires_grad=True, device="cpu")
         tape = wp.Tape()
         with tape:
-            wp.launch(kernel, 2, inputs=[a], outputs=[out], device="cpu")
+            wp.launch(kernel, 2, inputs=[a, w], outputs=[out], device="cpu")
+        assert np.isfinite(out.numpy()).all()  # the element at zero does not divide: its value is 0
         tape.backward(grads={out: wp.ones_like(out)})
         assert bool(np.isfinite(a.grad.numpy()[0]).all()) == expected_finite
         assert np.allclose(a.grad.numpy()[1], [-0.064, 0.048, 0.0], atol=1e-5)  # d/da of (a0 + 2 a1) / |a|, at (3, 4, 0)
