@@ -3,8 +3,9 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
-from warp_lint.dataflow import dataflow_of
 from warp_lint.cst_walk import mentions_name
+from warp_lint.dataflow import dataflow_of
+from warp_lint.kernel_facts import destination_data
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_again
@@ -261,7 +262,7 @@ class VectorComponentOverwrite(Rule):
                         f"`{write.spelled}` {reason}: from Warp 1.7 the adjoint does not cut the"
                         f" overwritten value's gradient; build a new value instead"
                         f" (or set wp.config.{OPTION} = True)",
-                        data=function.runtime_data(),
+                        data={**function.runtime_data(), **destination_data(function, flow, {write.name})},
                     )
 
 

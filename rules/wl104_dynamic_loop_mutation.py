@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from warp_lint.context import FileContext
 from warp_lint.dataflow import dataflow_of
-from warp_lint.kernel_facts import guard_data
+from warp_lint.kernel_facts import destination_data, guard_data
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
 
@@ -296,10 +296,11 @@ class DynamicLoopMutation(Rule):
                         f" pass's update on `{name}` from its value before the loop, so each pass's adjoint"
                         f" reads a value that pass never saw and the gradient is wrong; {_fix(name, use, loop)}",
                         affected_versions=loop.affected_versions or None,
-                        # the arrays whose gradients the carried value holds: where every launch
-                        # binds them to arrays without gradients, no gradient is wrong
+                        # the arrays whose gradients the carried value holds, and those it reaches:
+                        # where every launch binds either to arrays without gradients, none is wrong
                         data={**function.runtime_data(), **guard_data(function, loop.branches),
-                              **({"origins": sorted(flow.origins(name))} if use.indexes is None else {})},
+                              **({"origins": sorted(flow.origins(name)),
+                                  **destination_data(function, flow, {name})} if use.indexes is None else {})},
                     )
 
 

@@ -5,7 +5,7 @@ import libcst as cst
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import walk_statements
 from warp_lint.dataflow import BRANCH, INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
-from warp_lint.kernel_facts import guard_data
+from warp_lint.kernel_facts import destination_data, guard_data
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
 
@@ -259,7 +259,8 @@ class DynamicLoopCarriedUse(Rule):
             f"{subject}: the backward pass sees the value from before the loop and {effect};"
             f" return the loop's results from a @wp.func and {fix}",
             affected_versions=loop.affected_versions or None,
-            data={**function.runtime_data(), **guard_data(function, loop.branches)},
+            data={**function.runtime_data(), **guard_data(function, loop.branches),
+                  **destination_data(function, dataflow_of(function, context.names), {use.name})},
         )
 
 

@@ -240,14 +240,15 @@ def _on_gradient_path(function: FunctionModel, flow: Dataflow, call: CallSite) -
     return isinstance(statement, (cst.Return, cst.AugAssign))
 
 
-def _destinations(function: FunctionModel, flow: Dataflow, call: CallSite) -> set[str] | None:
+def _destinations(function: FunctionModel, flow: Dataflow, call: CallSite) -> frozenset[str] | None:
     """The array parameters the call's value is stored into: the array its statement stores into
     (`y[i] = ...`, `wp.tile_store(y, ...)`, `wp.atomic_exch(y, ...)`), or those a local assigned
-    from it flows into; None where that is not known (a return, a helper's write)."""
+    from it reaches (``Dataflow.destinations``); None where that is not known (a return, a helper's
+    write)."""
     statement, arrays = call.statement, set(function.arrays)
     if isinstance(statement, cst.Expr) and isinstance(statement.value, cst.Call) and statement.value.args:
         first = statement.value.args[0].value
-        return {first.value} if isinstance(first, cst.Name) and first.value in arrays else None
+        return frozenset({first.value}) if isinstance(first, cst.Name) and first.value in arrays else None
     if not isinstance(statement, (cst.Assign, cst.AnnAssign, cst.AugAssign)):
         return None
     targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
@@ -261,16 +262,11 @@ def _destinations(function: FunctionModel, flow: Dataflow, call: CallSite) -> se
         if root.value in arrays:
             found.add(root.value)
             continue
-        reached, pending = {root.value}, [root.value]
-        while pending:
-            for name in flow.edges.get(pending.pop(), ()):
-                if name not in reached:
-                    reached.add(name)
-                    pending.append(name)
-        if "" in flow.stores and flow.stores[""] & reached:
-            return None  # stored through a helper: where is not known here
-        found |= {array for array, names in flow.stores.items() if array in arrays and names & reached}
-    return found or None
+        reached = flow.destinations({root.value})
+        if reached is None:
+            return None
+        found |= reached & arrays
+    return frozenset(found) or None
 
 
 def _vector_argument(context: FileContext, function: FunctionModel, call: CallSite) -> bool:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Iterable, Iterator
 
 import libcst as cst
 
@@ -616,6 +616,25 @@ class Dataflow:
                         seen.add(target)
                         pending.append(target)
         return frozenset(found)
+
+    def destinations(self, names: Iterable[str]) -> frozenset[str] | None:
+        """The array parameters the value of ``names`` can reach: those it (or a local computed
+        from it) is stored or added into, and, where it decides a branch, every array the function
+        stores into, since the branch picks what is stored. None where that is not known here: it
+        is passed to a helper that writes arrays, or returned (a func's caller decides)."""
+        reached, pending = set(names), list(names)
+        while pending:
+            for target in self.edges.get(pending.pop(), ()):
+                if target not in reached:
+                    reached.add(target)
+                    pending.append(target)
+        if self.stores.get("", set()) & reached or (SINK in reached and self.function.kind != "kernel"):
+            return None
+        if any(use.name in reached and use.position == BRANCH for use in self.uses):
+            if "" in self.stores:
+                return None
+            return frozenset(self.stores)
+        return frozenset(array for array, stored in self.stores.items() if stored & reached)
 
     def linear_derivatives(self, names: set[str]) -> set[str]:
         """``names`` and every local computed from them by linear operations only."""

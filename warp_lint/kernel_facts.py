@@ -98,6 +98,17 @@ def guard_data(function: FunctionModel, branches) -> dict:
     return {"guards": [list(guard) for guard in guards]} if guards else {}
 
 
+def destination_data(function: FunctionModel, flow, names) -> dict:
+    """A kernel finding's ``destinations`` (data): the array parameters the value at stake
+    (``names``) can reach (``Dataflow.destinations``), so that the project model can tell whether
+    every recorded launch binds them to arrays without gradients, where no gradient enters the
+    kernel's adjoint to be made wrong. Nothing for a func (its callers decide) or where not known."""
+    if function.kind != "kernel":
+        return {}
+    found = flow.destinations(names)
+    return {"destinations": sorted(found)} if found else {}
+
+
 def fails(guard: Guard, literals: dict[str, object]) -> bool:
     """Whether the literals bound to the kernel's parameters make the guard's test come out the
     other way (`if joint_qdd:` with `None` passed)."""
