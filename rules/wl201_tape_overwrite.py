@@ -40,7 +40,12 @@ class TapeOverwrite(Rule):
     between two buffers; the same ping-pong with `x[i] * x[i]` is wrong). Nor is one that uses it
     only as a factor (`z[i] = x[i] * w[i]`) when every other factor comes from arrays allocated
     without `requires_grad`: the adjoint reads `x` only for `w`'s gradient (measured on 1.19:
-    after the overwrite `x`'s gradient is right and `w`'s is wrong). This is the static twin
+    after the overwrite `x`'s gradient is right and `w`'s is wrong). Nor is a reader whose every
+    gradient-carrying output is an array allocated without `requires_grad` (a diagnostic written
+    beside the simulation): no gradient enters its adjoint, so what it reads is multiplied by zero
+    (measured right on 1.19, and wrong for the same program with the diagnostic in the loss). One
+    overwrite is reported once: a second write before anything reads the array again (`w.zero_()`,
+    then a kernel that accumulates the new values into it) clobbers nothing more. This is the static twin
     of Warp's "is being written to but has already been read from in a
     previous launch" warning, which is only printed with `wp.config.verify_autograd_array_access`
     switched on before the module loads, and which `zero_()`, `fill_()`, `assign()` and arrays
@@ -449,6 +454,9 @@ class TapeOverwrite(Rule):
                 read = next((r for r in reads.get(write.key, ()) if not r[0].exclusive_with(event)), None)
                 if read is not None:
                     self._report(context, scope, event, write, read, region, reported, "")
+                    # What the read saw is gone: a later write before the next read clobbers
+                    # nothing more (`x.zero_()` then a kernel accumulating into `x` is one overwrite).
+                    reads[write.key] = [r for r in reads[write.key] if r[0].exclusive_with(event)]
             launch = event.launch
             if launch is None or not launch.recorded or not region.same_tape(event.region):
                 continue
@@ -469,6 +477,9 @@ class TapeOverwrite(Rule):
                 for write in event.writes:
                     if scope.per_iteration(write, span):
                         continue
+                    if any(write.key in {w.key for w in earlier.writes} and not earlier.exclusive_with(event)
+                           for earlier in events[:position]):
+                        continue  # an earlier write in the pass already overwrote what was read
                     for later in events[position:]:
                         launch = later.launch
                         if launch is None or not launch.recorded or later.exclusive_with(event):
@@ -490,6 +501,9 @@ class TapeOverwrite(Rule):
         reader, read_ref = read
         reader_kernel = _kernel_named(reader.launch) if reader.launch else "`?`"
         where = context.where(reader.location, event.location)
+        call = _call_into(reader, event)
+        if call is not None:  # the read is in a helper the writer's code calls: name that call too
+            where += f", called through `{call.callee}` at {context.where(call.location, event.location)}"
         writer = _describe_writer(event, write)
         tape = f"`{region.tape}`" if region.tape else "the tape"
         when = f"while {tape} is recording"
@@ -504,9 +518,9 @@ class TapeOverwrite(Rule):
                     f" previous iteration of {which}")
         else:
             what = f"{writer} overwrites `{write.code}` after kernel {reader_kernel} read it on {where}"
-        message = (f"{what} {when}: `backward()` replays {reader_kernel} with the overwritten"
-                   f" values and its gradients are wrong, without an error; write into a separate array (one"
-                   f" buffer per step) or move the write after `backward()`")
+        message = (f"{what} {when}: `backward()` replays {reader_kernel} with the overwritten values, and its"
+                   f" gradients are wrong wherever they differ from those it read, without an error; write into a"
+                   f" separate array (one buffer per step) or move the write after `backward()`")
         data = {}
         writer_kernel = event.launch.kernel if event.launch is not None else None
         if writer_kernel is not None:
@@ -516,6 +530,17 @@ class TapeOverwrite(Rule):
         data.update(host_confirmation_data(context, scope, region, event, write.key))
         related = [(f"{reader_kernel} reads `{read_ref.code}` here", reader.location)] if how != "same" else []
         context.report(self, event, message, data=data, related=related)
+
+
+def _call_into(reader: HostEvent, writer: HostEvent):
+    """The call, in the code the writer and the reader share, that leads to the reader: the first
+    step of the reader's path from the entry point that the writer's path does not take."""
+    shared = 0
+    for own, other in zip(reader.chain, writer.chain):
+        if own != other:
+            break
+        shared += 1
+    return reader.chain[shared] if len(reader.chain) > shared else None
 
 
 def _kernel_named(launch) -> str:

@@ -304,11 +304,27 @@ class Launch:
             return False  # backward disabled: its adjoint never runs, struct fields included
         if not self._listed(ref, kernel.value_reads):
             return False
+        if without_gradient is not None and self.receives_no_gradient(without_gradient):
+            return False
         partners = kernel.value_partners.get(ref.param) if ref in self.refs else None
         if partners is None or without_gradient is None:
             return True
         bound = {r.param: r for r in self.refs}
         return any(p not in bound or not bound[p].key or not without_gradient(bound[p].key) for p in partners)
+
+    def receives_no_gradient(self, without_gradient: Callable[[str], bool]) -> bool:
+        """Whether ``backward()`` passes this launch's adjoint no gradient at all: every array the
+        kernel writes a gradient-carrying value into is bound to an array that can hold none
+        (``without_gradient(key)``: allocated without `requires_grad`), so its adjoint reads zeros
+        from every output, and what it read is multiplied by them (a diagnostic written beside the
+        simulation: `contact_impulse`). False where a written array is not known."""
+        kernel = self.kernel
+        if kernel is None:
+            return False
+        written = [r for r in self.writes() if self.writes_gradient(r) and (
+            r in self.struct_refs or (self.kernel.param(r.param) is not None and
+                                      self.kernel.param(r.param).differentiable))]
+        return bool(written) and all(r.key and without_gradient(r.key) for r in written)
 
     @property
     def differentiable(self) -> bool:
