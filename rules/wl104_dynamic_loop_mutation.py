@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 from warp_lint.context import FileContext
-from warp_lint.dataflow import dataflow_of
+from warp_lint.dataflow import BRANCH, NONLINEAR, dataflow_of
 from warp_lint.kernel_facts import destination_data, guard_data
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
@@ -49,7 +49,10 @@ class DynamicLoopMutation(Rule):
     ## Fix safety
     No automatic fix. The message gives the one that applies: keep each pass's value in its own
     array slot (which the adjoint reads back as it was), keep a running extreme's index instead of
-    its value, or, for a constant trip count over the module's `max_unroll` (16 by default), raise
+    its value, in a `@wp.func` that returns it, and compute the value again from it in the caller
+    (measured on 1.19: right that way; with the index used after the loop in the same function the
+    backward pass sees the index from before the loop, WL107's hazard, and the gradient is wrong),
+    or, for a constant trip count over the module's `max_unroll` (16 by default), raise
     `max_unroll` so that Warp unrolls the loop (measured on 1.19: a 20-pass `s = s * x[i]` gives
     61.87 against 50.54 by finite differences with the default, and matches with
     `wp.set_module_options({"max_unroll": 32})`). A `range(wp.static(N))` loop is unrolled only up
@@ -281,7 +284,9 @@ class DynamicLoopMutation(Rule):
                         continue  # assigned afresh before each pass reads it
                     # A value carrying no gradient (built from constants) matters only as an index.
                     gradient = flow.carries_gradient(name)
-                    use = next((u for u in flow.needing_uses_in({name}, loop) if gradient or u.indexes), None)
+                    # The update's own nonlinear use first (`x = step(x)`), a comparison after it.
+                    uses = [u for u in flow.needing_uses_in({name}, loop) if gradient or u.indexes]
+                    use = min(uses, key=lambda u: u.position != NONLINEAR, default=None)
                     if use is None:
                         continue  # carried only linearly (`s = 0.5 * s + x[i]`): the adjoint needs no value
                     reported.add(name)
@@ -289,12 +294,19 @@ class DynamicLoopMutation(Rule):
                     # `A` carries the gradient of `A` says nothing: a value named as its origin is just named.
                     why = f"`{name}` carries the gradient of `{origin}` and" if origin and origin != name else f"`{name}`"
                     used = f"`{use.name}` is {use.how}" if use.name != name else f"is {use.how}"
+                    if use.position == BRANCH:
+                        effect = (f"the adjoint re-runs each pass from `{name}`'s value before the loop, not the"
+                                  f" value that pass saw, so its comparisons can take other branches than the forward"
+                                  f" pass did, and the gradient goes to what they pick (in a search, the last"
+                                  f" candidate)")
+                    else:
+                        effect = (f"the adjoint runs the passes in reverse, re-running each pass's update on `{name}`"
+                                  f" from its value before the loop, so each pass's adjoint reads a value that pass"
+                                  f" never saw and the gradient is wrong")
                     context.report(
                         self, binding.node,
                         f"{why} is reassigned inside a dynamic loop ({loop.reason}), where its value from the"
-                        f" previous pass {used}: the adjoint runs the passes in reverse, re-running each"
-                        f" pass's update on `{name}` from its value before the loop, so each pass's adjoint"
-                        f" reads a value that pass never saw and the gradient is wrong; {_fix(name, use, loop)}",
+                        f" previous pass {used}: {effect}; {_fix(function, name, use, loop)}",
                         affected_versions=loop.affected_versions or None,
                         # the arrays whose gradients the carried value holds, and those it reaches:
                         # where every launch binds either to arrays without gradients, none is wrong
@@ -304,19 +316,26 @@ class DynamicLoopMutation(Rule):
                     )
 
 
-def _fix(name: str, use, loop: Loop) -> str:
+def _fix(function: FunctionModel, name: str, use, loop: Loop) -> str:
     """The fix that applies to this loop and this use: a running extreme keeps its index, anything
     else keeps each pass's value where the adjoint can read it back; unrolling only where Warp can
     (a constant trip count over the `max_unroll` limit), never for a runtime count or a `while`."""
     if any(f"`wp.{extreme}`" in use.how for extreme in ("max", "min")) or use.how.startswith("compared"):
         # The extreme may be of values the loop computes (distances to candidates), not of stored
         # ones: the index is what to carry, the value is read or computed again from it.
-        fix = (f"carry only the index (or the arguments) of the running extreme through the loop, and after"
-               f" the loop read or compute its value again from them, so that `{name}` carries no gradient"
-               f" through the passes")
+        # After the loop in the same function the backward pass sees the index from before the
+        # loop (WL107; measured on 1.19): the value is computed again in the caller.
+        where = ("return them from this @wp.func" if function.kind == "func"
+                 else "do it in a @wp.func that returns them")
+        fix = (f"carry only the index (or the arguments) of the running extreme through the loop, {where}, and"
+               f" read or compute the extreme's value again from them in the caller, so that `{name}` carries"
+               f" no gradient through the passes (after the loop in the same function, the backward pass would"
+               f" see the index from before the loop)")
     else:
+        custom = ("give this @wp.func a custom adjoint (`@wp.func_grad`)" if function.kind == "func"
+                  else "move the loop into a @wp.func with a custom adjoint")
         fix = (f"keep each pass's `{name}` in its own array slot (`history[k + 1] = f(history[k])`), which the"
-               f" adjoint reads back as it was, or move the loop into a @wp.func with a custom adjoint")
+               f" adjoint reads back as it was, or {custom}")
     if "exceeds the unroll limit" in loop.reason:
         fix += "; or raise the module's `max_unroll` above the trip count so that Warp unrolls the loop"
     return fix

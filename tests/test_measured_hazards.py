@@ -1275,3 +1275,119 @@ def test_a_kernel_of_a_module_held_in_a_name_has_the_options_given_to_it(options
     tape.backward(grads={x: wp.ones(2, dtype=float, device="cpu")})
     # without an adjoint the seed on the in-place array stays as it was; with one, cos is applied
     assert np.allclose(x.grad.numpy(), 1.0) == disabled
+
+
+NEAREST_THROUGH_HELPER = """
+import warp as wp
+
+
+@wp.func
+def candidate(d: float, best: float):
+    if d >= best:
+        return float(1.0e10)
+    return d
+
+
+@wp.kernel
+def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    best = float(1.0e10)
+    chosen = float(0.0)
+    for j in range(n):
+        d = (x[i] - x[j] + 0.1) * (x[i] - x[j] + 0.1)
+        c = candidate(d, best)
+        if c < best:
+            best = c
+            chosen = x[j]
+    out[i] = chosen * chosen + best
+"""
+
+# The fix as the message gives it: the index carried through the loop in a @wp.func that returns
+# it, the winner's values computed again from it in the caller.
+NEAREST_BY_INDEX = """
+import warp as wp
+
+
+@wp.func
+def candidate(d: float, best: float):
+    if d >= best:
+        return float(1.0e10)
+    return d
+
+
+@wp.func
+def nearest_index(x: wp.array(dtype=float), i: int, n: int):
+    best = float(1.0e10)
+    best_j = int(i)
+    for j in range(n):
+        d = (x[i] - x[j] + 0.1) * (x[i] - x[j] + 0.1)
+        c = candidate(d, best)
+        if c < best:
+            best = c
+            best_j = j
+    return best_j
+
+
+@wp.kernel
+def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    k = AFTER
+    out[i] = x[k] * x[k] + (x[i] - x[k] + 0.1) * (x[i] - x[k] + 0.1)
+"""
+
+
+# The index carried, but used after the loop in the same kernel.
+NEAREST_INDEX_AFTER_LOOP = """
+import warp as wp
+
+
+@wp.func
+def candidate(d: float, best: float):
+    if d >= best:
+        return float(1.0e10)
+    return d
+
+
+@wp.kernel
+def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    best = float(1.0e10)
+    k = int(i)
+    for j in range(n):
+        d = (x[i] - x[j] + 0.1) * (x[i] - x[j] + 0.1)
+        c = candidate(d, best)
+        if c < best:
+            best = c
+            k = j
+    out[i] = x[k] * x[k] + (x[i] - x[k] + 0.1) * (x[i] - x[k] + 0.1)
+"""
+
+
+@pytest.mark.parametrize("version", ["as written", "index returned", "index after the loop"])
+def test_a_running_extreme_compared_inside_a_helper_is_named_as_compared_and_its_fix_holds(version, tmp_path):
+    """`candidate(d, best)` only compares `best` (`if d >= best:`): the carried value decides which
+    candidate wins, it passes no gradient through the helper. The message says "compared in
+    `candidate`" and gives the running extreme's fix; measured wrong as written, and right with
+    that fix (the winner's index carried through the loop in a @wp.func that returns it, its values
+    computed again in the caller). The index used after the loop in the same function is WL107's:
+    the backward pass sees the index from before the loop (measured wrong)."""
+    if version == "as written":
+        code = NEAREST_THROUGH_HELPER
+    elif version == "index returned":
+        code = NEAREST_BY_INDEX.replace("AFTER", "nearest_index(x, i, n)")
+    else:
+        code = NEAREST_INDEX_AFTER_LOOP
+    found = {f.code: f for f in lint_code(code, select=["WL104", "WL107"])}
+    if version == "as written":
+        assert set(found) == {"WL104", "WL107"}, found  # `chosen` is used after the loop as well
+        message = found["WL104"].message
+        assert "previous pass is compared in `candidate`" in message, message
+        assert "comparisons can take other branches" in message
+        assert "index (or the arguments) of the running extreme" in message
+        assert "do it in a @wp.func that returns them" in message
+    elif version == "index returned":
+        assert found == {}
+    else:
+        assert set(found) == {"WL107"}, found
+    error = measure_relative_error(_load_kernel(code, tmp_path / f"nearest_{len(code)}.py"))
+    assert (error < TOLERANCE) == (version == "index returned"), error

@@ -191,3 +191,40 @@ def bounce(x: wp.array(dtype=wp.vec3), n: int, normal: wp.array(dtype=wp.vec3), 
 """
     (finding,) = lint_code(code, select=["WL104"])
     assert "previous pass is compared in `wp.dot(v, normal[i]) < 0.0`" in finding.message, finding.message
+
+
+def test_a_helper_argument_is_used_as_the_helper_uses_its_parameter():
+    """A carried value passed to a `@wp.func` of the file is used there as that helper uses the
+    parameter: compared only (`if d >= best:`), it is a comparison (named so); not used on the way
+    to any result, it is not needed at all; used in the result, it is needed as a value."""
+    code = """
+import warp as wp
+
+
+@wp.func
+def helper(d: float, best: float):
+    BODY
+
+
+@wp.kernel
+def scan(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    i = wp.tid()
+    best = float(1.0e10)
+    for j in range(n):
+        best = wp.min(best, helper(x[j] * x[j], best))
+    out[i] = best
+"""
+    compared = "if d >= best:\n        return float(1.0e10)\n    return d"
+    (finding,) = lint_code(code.replace("BODY", compared), select=["WL104"])
+    assert "passed to `wp.min`" in finding.message  # its own update's use comes first
+    only_compared = code.replace("BODY", compared).replace("best = wp.min(best, helper(x[j] * x[j], best))",
+                                                            "c = helper(x[j] * x[j], best)\n        if c < 0.5:\n            best = x[j]")
+    (finding,) = lint_code(only_compared, select=["WL104"])
+    assert "compared in `helper`" in finding.message, finding.message
+    unused = code.replace("BODY", "return d * 2.0").replace("best = wp.min(best, helper(x[j] * x[j], best))",
+                                                            "best = helper(x[j] * x[j], best)")
+    assert lint_code(unused, select=["WL104"]) == []  # `best` passes nothing into the helper's result
+    used = code.replace("BODY", "return d * best").replace("best = wp.min(best, helper(x[j] * x[j], best))",
+                                                          "best = helper(x[j] * x[j], best)")
+    (finding,) = lint_code(used, select=["WL104"])
+    assert "passed to `helper`" in finding.message, finding.message

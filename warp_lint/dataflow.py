@@ -501,9 +501,29 @@ class Dataflow:
                                                f"passed to `{_short(name)}` with another active argument",
                                                statement, sequence)
             return
-        for argument in arguments:  # nonlinear builtins, helpers, anything else: the value is needed
-            yield from self._walk_with(None, argument, _nonlinear(position),
-                                       f"passed to `{_short(name) if name else 'a call'}`", statement, sequence)
+        roles = self._helper_parameter_roles(name) if callee is None else {}
+        for index, argument in enumerate(node.args):  # nonlinear builtins, helpers, anything else
+            role = roles.get(argument.keyword.value if argument.keyword else index)
+            if role == BRANCH:  # the helper only compares it (`if d >= best:`): it picks, it passes nothing on
+                yield from self._walk(argument.value, BRANCH, f"compared in `{_short(name)}`", statement, sequence)
+            elif role == INDEX:  # the helper never uses its value on the way to what it returns
+                yield from self._walk(argument.value, INDEX, "", statement, sequence)
+            else:  # the value is needed
+                yield from self._walk_with(None, argument.value, _nonlinear(position),
+                                           f"passed to `{_short(name) if name else 'a call'}`", statement, sequence)
+
+    def _helper_parameter_roles(self, name: str | None) -> dict[int | str, str]:
+        """For a `@wp.func` of this file (every overload agreeing), its scalar and vector parameters
+        whose value reaches none of its results, by position and by name: BRANCH where it decides
+        a branch there, INDEX where it is not used on the way to any result at all."""
+        if not name or name in self.shadowed:
+            return {}
+        overloads = self.function.file_helpers.get(name, ())
+        if not overloads or any(getattr(helper, "node", None) is None for helper in overloads):
+            return {}  # not a helper of this file, or one known only by its facts
+        found = [parameter_roles(helper, self.names) for helper in overloads]
+        agreed = {key: role for key, role in found[0].items() if all(other.get(key) == role for other in found[1:])}
+        return agreed
 
     # -- activity ---------------------------------------------------------------------------
     def free(self, node) -> bool:
@@ -795,6 +815,33 @@ def gradient_free_returns(helper: FunctionModel, names: WarpNames) -> frozenset[
             for row in elements))
     helper._gradient_free_returns = free
     return free
+
+
+def parameter_roles(helper: FunctionModel, names: WarpNames) -> dict[int | str, str]:
+    """The `@wp.func`'s non-array parameters whose value reaches none of its results (by position
+    and by name): BRANCH where the value (or a local computed from it) decides a branch, so a
+    caller's argument there only picks what is returned (`if -wp.length(x - y) >= best: return
+    1.0e10`); INDEX where it is not used on the way to any result. A helper that calls itself back
+    says nothing."""
+    cached = getattr(helper, "_parameter_roles", None)
+    if cached is not None:
+        return cached
+    helper._parameter_roles = {}  # a recursion, or a cycle through other helpers
+    flow = Dataflow(helper, names)
+    roles: dict[int | str, str] = {}
+    for position, param in enumerate(helper.params):
+        if param.type.is_array or param.type.kind in ("generic", "struct", "unknown") or param.name in flow.useful:
+            continue
+        reached, pending = {param.name}, [param.name]
+        while pending:
+            for target in flow.edges.get(pending.pop(), ()):
+                if target not in reached:
+                    reached.add(target)
+                    pending.append(target)
+        role = BRANCH if any(use.name in reached and use.position == BRANCH for use in flow.uses) else INDEX
+        roles[position] = roles[param.name] = role
+    helper._parameter_roles = roles
+    return roles
 
 
 def dataflow_of(function: FunctionModel, names: WarpNames, fields: bool = False) -> Dataflow:
