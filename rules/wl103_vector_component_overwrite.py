@@ -41,7 +41,12 @@ class VectorComponentOverwrite(Rule):
 
     ## Fix safety
     No automatic fix. Build a new value instead (`v = wp.vec3(v.x, 0.0, v.z)`), or set
-    `wp.config.enable_vector_component_overwrites = True` before the module is loaded.
+    `wp.config.enable_vector_component_overwrites = True` before the module is loaded. In a dynamic
+    loop neither helps: the backward pass sees the local as it was before the loop (measured on
+    1.19, with the option and without), so the message gives what does: unroll the loop up to the
+    vector's length (`for k in range(wp.static(N)):` with `if k < n:`), or store the values into an
+    array argument (both measured right); a component the passes also read (an accumulator) needs
+    a slot per pass. Such a finding holds for every Warp version.
 
     ## Warp versions
     `>=1.7`. Not reported where `wp.config.enable_vector_component_overwrites = True` (at module
@@ -256,7 +261,11 @@ class VectorComponentOverwrite(Rule):
                                for e in earlier)
                 reason = _hazard(context, function, write, binding, repeated)
                 earlier.append(write)
-                if reason:
+                dynamic = _dynamic_loop(function, write, binding)
+                if reason and dynamic is not None:
+                    context.report(self, write.node, _in_dynamic_loop(flow, write, dynamic), affected_versions="",
+                                   data={**function.runtime_data(), **destination_data(function, flow, {write.name})})
+                elif reason:
                     context.report(
                         self, write.node,
                         f"`{write.spelled}` {reason}: from Warp 1.7 the adjoint does not cut the"
@@ -279,6 +288,29 @@ def _local_containers(context: FileContext, function: FunctionModel) -> set[str]
             if callee in LOCAL_CONTAINER_FACTORIES or callee.startswith("warp.tile"):
                 found.add(binding.name)
     return found
+
+
+def _dynamic_loop(function: FunctionModel, write: ComponentWrite, binding: LocalBinding | None) -> Loop | None:
+    """The dynamic loop, entered after the local was defined, that the write sits in."""
+    outer = binding.loops if binding else ()
+    return next((loop for loop in write.loops if loop.dynamic and loop not in outer), None)
+
+
+def _in_dynamic_loop(flow, write: ComponentWrite, loop: Loop) -> str:
+    """A component written in every pass of a dynamic loop: the backward pass sees the local as it
+    was before the loop (measured on 1.19, with or without the overwrite option: the gradient
+    through what the passes wrote is lost), so the fix is a static loop or memory the adjoint
+    reads back; a component the pass also reads (an accumulator) needs its own slot per pass."""
+    name = write.name
+    if any(use.name == name and loop in use.loops for use in flow.uses):  # read in the passes too
+        fix = ("keep each pass's values in their own array slots (`acc[it, k]`), which the adjoint reads back"
+               " as stored, or move the loop into a @wp.func with a custom adjoint")
+    else:
+        fix = (f"unroll the loop up to the length of `{name}` (`for k in range(wp.static(N)):` with `if k < n:`"
+               f" inside), or store the values into an array argument, which the adjoint reads back as stored")
+    return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}) into `{name}`, defined"
+            f" before the loop: the backward pass sees `{name}` as it was before the loop, so the gradient through"
+            f" the components the passes write is lost or wrong, with or without wp.config.{OPTION}; {fix}")
 
 
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:

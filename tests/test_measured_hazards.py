@@ -1003,9 +1003,9 @@ def product(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
 
 
 def test_a_dynamic_loop_adjoint_reruns_each_pass_from_the_value_before_the_loop(tmp_path):
-    """What WL104's message says of the adjoint: it runs the passes in reverse, re-running each
-    pass's update on `s` from its value before the loop (1), so the last pass reads 5 (not 2 * 3),
-    the middle one 5 * 3, the first 5 * 3 * 2."""
+    """What WL104's message says of the adjoint: it applies the passes' updates again in reverse
+    order, starting from `s`'s value before the loop (1), so the last pass reads 5 (not 2 * 3), the
+    middle one 5 * 3, the first 5 * 3 * 2."""
     kernel = _load_kernel(CARRIED_PRODUCT, tmp_path / "carried_product.py")
     x = wp.array(np.array([2.0, 3.0, 5.0], dtype=np.float32), requires_grad=True, device="cpu")
     out = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
@@ -1014,7 +1014,8 @@ def test_a_dynamic_loop_adjoint_reruns_each_pass_from_the_value_before_the_loop(
         wp.launch(kernel, 1, inputs=[x, 3], outputs=[out], device="cpu")
     tape.backward(grads={out: wp.ones_like(out)})
     assert np.allclose(x.grad.numpy(), [5.0 * 3.0 * 2.0 * 15.0, 5.0 * 3.0 * 5.0, 5.0])  # right: [15, 10, 6]
-    assert "from its value before the loop" in lint_code(CARRIED_PRODUCT, select=["WL104"])[0].message
+    message = lint_code(CARRIED_PRODUCT, select=["WL104"])[0].message
+    assert "applies the passes' updates again in reverse order, starting from `s`'s value before the loop" in message
 
 
 TRAINING = """
@@ -1391,3 +1392,48 @@ def test_a_running_extreme_compared_inside_a_helper_is_named_as_compared_and_its
         assert set(found) == {"WL107"}, found
     error = measure_relative_error(_load_kernel(code, tmp_path / f"nearest_{len(code)}.py"))
     assert (error < TOLERANCE) == (version == "index returned"), error
+
+
+COMPONENTS_IN_A_DYNAMIC_LOOP = """
+import warp as wp
+
+
+@wp.kernel
+def weights(x: wp.array(dtype=float), n: int, SCRATCH out: wp.array(dtype=float)):
+    lam = wp.vec4()
+    LOOP
+        lam[k] = wp.min(x[k] * x[k] - 2.0, 0.0)
+    s = float(0.0)
+    for k in range(n):
+        s += READ * x[k]
+    out[0] = s
+"""
+
+
+@pytest.mark.parametrize("version", ["dynamic loop", "unrolled", "array argument"])
+def test_components_written_in_a_dynamic_loop_get_a_fix_that_works_there(version, tmp_path):
+    """`lam[k] = ...` in every pass of `for k in range(n)`: the backward pass sees `lam` as it was
+    before the loop (measured wrong; the overwrite option does not change it on 1.19). The message
+    says so and gives the two fixes measured right here: the loop unrolled up to the vector's
+    length, or the values stored into an array argument."""
+    code = COMPONENTS_IN_A_DYNAMIC_LOOP.replace("SCRATCH ", "lam_out: wp.array(dtype=float), " if version == "array argument" else "")
+    code = code.replace("    LOOP\n", {"dynamic loop": "    for k in range(n):\n",
+                                       "unrolled": "    for k in range(wp.static(4)):\n        if k < n:\n    ",
+                                       "array argument": "    for k in range(n):\n"}[version])
+    if version == "unrolled":
+        code = code.replace("    \n        lam[k]", "        lam[k]").replace(
+            "        if k < n:\n            lam[k]", "        if k < n:\n            lam[k]")
+    if version == "array argument":
+        code = code.replace("lam[k] = wp.min", "lam_out[k] = wp.min").replace("READ", "lam_out[k]")
+    code = code.replace("READ", "lam[k]")
+    found = lint_code(code, select=["WL103"])
+    if version == "dynamic loop":
+        (finding,) = found
+        assert "is written in each pass of a dynamic loop" in finding.message, finding.message
+        assert "sees `lam` as it was before the loop" in finding.message
+        assert "range(wp.static(N))" in finding.message and "array argument" in finding.message
+        assert "[Warp" not in finding.message  # every version (measured from 1.4.2 on, see the rule)
+    else:
+        assert found == [], found
+    error = measure_relative_error(_load_kernel(code, tmp_path / f"components_{len(code)}.py"))
+    assert (error < TOLERANCE) == (version != "dynamic loop"), error

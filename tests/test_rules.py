@@ -228,3 +228,53 @@ def scan(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
                                                           "best = helper(x[j] * x[j], best)")
     (finding,) = lint_code(used, select=["WL104"])
     assert "passed to `helper`" in finding.message, finding.message
+
+
+def test_a_component_accumulated_in_a_dynamic_loop_is_told_to_keep_each_pass():
+    """An accumulator's component read and written in each pass (a Gauss-Seidel sweep's clamped
+    impulse): unrolling alone would not do, each pass's value needs its own slot."""
+    code = """
+import warp as wp
+
+
+@wp.kernel
+def sweep(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+    acc = wp.vec4()
+    for it in range(n):
+        for k in range(4):
+            acc[k] = wp.max(acc[k] + x[k], 0.0)
+    out[0] = acc[0] + acc[1]
+"""
+    (finding,) = lint_code(code, select=["WL103"])
+    assert "is written in each pass of a dynamic loop" in finding.message
+    assert "their own array slots (`acc[it, k]`)" in finding.message, finding.message
+
+
+def test_a_carried_value_whose_product_is_only_compared_is_named_as_compared_and_a_func_gets_a_custom_adjoint():
+    """`da = wp.dot(g, a)` only decides `if db <= da:`: the dot passes no gradient, so the carried
+    `g` is needed for the comparisons it decides, and the message says so (not "passed to
+    `wp.dot`"). In a @wp.func, which has no scratch array of its own, the fix is a custom adjoint
+    or returning what the loop finds without a gradient; a kernel keeps each pass in an array."""
+    code = """
+import warp as wp
+
+
+@wp.func
+def search(a: wp.vec3, b: wp.vec3, n: int):
+    g = a
+    x = a
+    for _i in range(n):
+        da = wp.dot(g, a)
+        db = wp.dot(g, b)
+        s = a
+        if db <= da:
+            s = b
+        x = 0.5 * (x + s)
+        g = wp.normalize(x)
+    return x + g
+"""
+    (finding,) = lint_code(code, select=["WL104"])
+    assert finding.message.startswith("`g` "), finding.message
+    assert "used in `da = wp.dot(g, a)`, which is only compared" in finding.message, finding.message
+    assert "give this @wp.func a custom adjoint (`@wp.func_grad`)" in finding.message
+    assert "history" not in finding.message
