@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+import dataclasses
+
+import libcst as cst
+
 from warp_lint.context import FileContext
 from warp_lint.dataflow import BRANCH, NONLINEAR, dataflow_of
 from warp_lint.kernel_facts import destination_data, guard_data
@@ -39,9 +43,9 @@ class DynamicLoopMutation(Rule):
     is right, measured on 1.19).
 
     ## Why is this bad?
-    Warp generates a dynamic loop's adjoint without keeping each pass's forward values: it runs
-    the passes in reverse, re-running each pass's update on the carried locals from their values
-    before the loop, and each pass's adjoint reads what that gives (measured on 1.19: `s = s *
+    Warp generates a dynamic loop's adjoint without keeping each pass's forward values: it applies
+    the passes' updates again, in reverse order, starting from the carried locals' values before
+    the loop, and each pass's adjoint reads what that gives (measured on 1.19: `s = s *
     x[i]` over x = [2, 3, 5] gives the gradient [450, 75, 5] where it is [15, 10, 6]: the last
     pass reads 5, not 6). Where the adjoint reads a carried value (a product, a nonlinear builtin)
     or uses it to pick an element, the gradient is wrong, silently.
@@ -285,8 +289,8 @@ class DynamicLoopMutation(Rule):
                     # A value carrying no gradient (built from constants) matters only as an index.
                     gradient = flow.carries_gradient(name)
                     # The update's own nonlinear use first (`x = step(x)`), a comparison after it.
-                    uses = [u for u in flow.needing_uses_in({name}, loop) if gradient or u.indexes]
-                    use = min(uses, key=lambda u: u.position != NONLINEAR, default=None)
+                    uses = [_as_needed(flow, u) for u in flow.needing_uses_in({name}, loop) if gradient or u.indexes]
+                    use = min((u for u in uses if u is not None), key=lambda u: u.position != NONLINEAR, default=None)
                     if use is None:
                         continue  # carried only linearly (`s = 0.5 * s + x[i]`): the adjoint needs no value
                     reported.add(name)
@@ -294,15 +298,16 @@ class DynamicLoopMutation(Rule):
                     # `A` carries the gradient of `A` says nothing: a value named as its origin is just named.
                     why = f"`{name}` carries the gradient of `{origin}` and" if origin and origin != name else f"`{name}`"
                     used = f"`{use.name}` is {use.how}" if use.name != name else f"is {use.how}"
+                    # Measured on 1.19 (`s = x0; s = s * x1` twice, x = [2, 3]: AD 60 for 12, the
+                    # passes' adjoints reading 6 and 18): each update is applied again from the start.
+                    order = " in reverse order" if isinstance(loop.node, cst.For) else ""
+                    replay = (f"the adjoint does not keep each pass's `{name}`: it applies the passes' updates"
+                              f" again{order}, starting from `{name}`'s value before the loop")
                     if use.position == BRANCH:
-                        effect = (f"the adjoint re-runs each pass from `{name}`'s value before the loop, not the"
-                                  f" value that pass saw, so its comparisons can take other branches than the forward"
-                                  f" pass did, and the gradient goes to what they pick (in a search, the last"
-                                  f" candidate)")
+                        effect = (f"{replay}, so its comparisons can take other branches than the forward pass did,"
+                                  f" and the gradient goes to what they pick (in a search, the last candidate)")
                     else:
-                        effect = (f"the adjoint runs the passes in reverse, re-running each pass's update on `{name}`"
-                                  f" from its value before the loop, so each pass's adjoint reads a value that pass"
-                                  f" never saw and the gradient is wrong")
+                        effect = f"{replay}, so the passes' adjoints read values they never saw and the gradient is wrong"
                     context.report(
                         self, binding.node,
                         f"{why} is reassigned inside a dynamic loop ({loop.reason}), where its value from the"
@@ -327,18 +332,40 @@ def _fix(function: FunctionModel, name: str, use, loop: Loop) -> str:
         # loop (WL107; measured on 1.19): the value is computed again in the caller.
         where = ("return them from this @wp.func" if function.kind == "func"
                  else "do it in a @wp.func that returns them")
-        fix = (f"carry only the index (or the arguments) of the running extreme through the loop, {where}, and"
+        vectors = (" (one per component, for a component-wise extreme of vectors)"
+                   if any(f"`wp.{extreme}`" in use.how for extreme in ("max", "min")) else "")
+        fix = (f"carry only the index (or the arguments) of the running extreme{vectors} through the loop, {where}, and"
                f" read or compute the extreme's value again from them in the caller, so that `{name}` carries"
                f" no gradient through the passes (after the loop in the same function, the backward pass would"
                f" see the index from before the loop)")
+    elif function.kind == "func":
+        # A @wp.func runs per thread, with no scratch array of its own to keep the passes in.
+        fix = ("give this @wp.func a custom adjoint (`@wp.func_grad`), or have it return only what the loop"
+               " finds without a gradient (an index, a step, weights) and compute the values that carry the"
+               " gradient from them in the caller")
     else:
-        custom = ("give this @wp.func a custom adjoint (`@wp.func_grad`)" if function.kind == "func"
-                  else "move the loop into a @wp.func with a custom adjoint")
         fix = (f"keep each pass's `{name}` in its own array slot (`history[k + 1] = f(history[k])`), which the"
-               f" adjoint reads back as it was, or {custom}")
+               f" adjoint reads back as it was, or move the loop into a @wp.func with a custom adjoint")
     if "exceeds the unroll limit" in loop.reason:
         fix += "; or raise the module's `max_unroll` above the trip count so that Warp unrolls the loop"
     return fix
+
+
+def _as_needed(flow, use):
+    """A nonlinear use whose result is assigned to locals that reach no output (`da = wp.dot(grad,
+    a)`, then only `if db <= da:`) passes no gradient: its value is needed only for the comparisons
+    those locals decide (a comparison use, named by its statement), or not at all (None)."""
+    statement = use.statement
+    if use.position != NONLINEAR or not isinstance(statement, (cst.Assign, cst.AnnAssign)):
+        return use
+    targets = [t.target for t in statement.targets] if isinstance(statement, cst.Assign) else [statement.target]
+    if not all(isinstance(t, cst.Name) for t in targets) or any(t.value in flow.useful for t in targets):
+        return use
+    derived = flow.linear_derivatives({t.value for t in targets})
+    if not any(u.name in derived and u.position == BRANCH for u in flow.uses):
+        return None
+    code = cst.Module([]).code_for_node(statement).strip()
+    return dataclasses.replace(use, position=BRANCH, how=f"used in `{code}`, which is only compared")
 
 
 def _defined_before(function: FunctionModel, name: str, loop: Loop) -> bool:

@@ -30,8 +30,9 @@ DERIVATIVE_NOT_ZERO = {
     "tile_scan_max_inclusive": "differentiate the scan by hand",
     "tile_scan_min_inclusive": "differentiate the scan by hand",
     "tile_sort": "sort indices, not values, and gather the values with them",
-    "tile_diag_add": "add the diagonal to the array before loading the tile, or pass the diagonal's gradient"
-                     " back by hand (the diagonal of the matrix's gradient)",
+    "tile_diag_add": "add the diagonal in a differentiable step of its own (store the matrix, add `d[i]` to"
+                     " `A[i, i]` in a kernel, load it again), or differentiate it by hand, passing the matrix's"
+                     " gradient to the matrix and its diagonal to the diagonal",
     "tile_cholesky": "differentiate the factorisation by hand",
     "tile_cholesky_inplace": "differentiate the factorisation by hand",
     "tile_cholesky_solve": "differentiate the solve by hand (its adjoint is a solve with the same factor)",
@@ -213,7 +214,8 @@ class NondifferentiableBuiltin(Rule):
         context.report(
             self, call.node,
             f"`wp.{builtin}` has no adjoint ({where} it as not differentiable), but a gradient flows"
-            f" through it here: the backward pass passes nothing back through it, so that gradient is lost"
+            f" through it here: the backward pass passes nothing back through it, to any of its arguments, so"
+            f" that gradient is lost"
             f" without a warning ({lost}); {DERIVATIVE_NOT_ZERO[builtin]}",
             affected_versions=_specifier(releases, listed),
             # the outputs the lost gradient would come from: none exists where they have no `.grad`
