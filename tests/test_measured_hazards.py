@@ -1278,7 +1278,8 @@ def test_a_kernel_of_a_module_held_in_a_name_has_the_options_given_to_it(options
     assert np.allclose(x.grad.numpy(), 1.0) == disabled
 
 
-NEAREST_THROUGH_HELPER = """
+# A helper that only compares the running minimum it is given.
+CANDIDATE = """
 import warp as wp
 
 
@@ -1287,7 +1288,9 @@ def candidate(d: float, best: float):
     if d >= best:
         return float(1.0e10)
     return d
+"""
 
+NEAREST_THROUGH_HELPER = CANDIDATE + """
 
 @wp.kernel
 def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
@@ -1305,16 +1308,7 @@ def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
 
 # The fix as the message gives it: the index carried through the loop in a @wp.func that returns
 # it, the winner's values computed again from it in the caller.
-NEAREST_BY_INDEX = """
-import warp as wp
-
-
-@wp.func
-def candidate(d: float, best: float):
-    if d >= best:
-        return float(1.0e10)
-    return d
-
+NEAREST_BY_INDEX = CANDIDATE + """
 
 @wp.func
 def nearest_index(x: wp.array(dtype=float), i: int, n: int):
@@ -1338,16 +1332,7 @@ def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
 
 
 # The index carried, but used after the loop in the same kernel.
-NEAREST_INDEX_AFTER_LOOP = """
-import warp as wp
-
-
-@wp.func
-def candidate(d: float, best: float):
-    if d >= best:
-        return float(1.0e10)
-    return d
-
+NEAREST_INDEX_AFTER_LOOP = CANDIDATE + """
 
 @wp.kernel
 def nearest(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
