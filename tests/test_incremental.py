@@ -74,7 +74,7 @@ GENERATED = textwrap.dedent('''\
     @wp.func
     def count_above(count: int, value: float) -> int:
         if value > 0.5:
-            return count + 1
+            return count + value
         return count
 
 
