@@ -5,6 +5,7 @@ import dataclasses
 import libcst as cst
 
 from warp_lint.context import FileContext
+from warp_lint.cst_walk import walk
 from warp_lint.dataflow import BRANCH, NONLINEAR, dataflow_of
 from warp_lint.kernel_facts import destination_data, guard_data
 from warp_lint.kernels import FunctionModel, Loop
@@ -294,7 +295,11 @@ class DynamicLoopMutation(Rule):
                     if use is None:
                         continue  # carried only linearly (`s = 0.5 * s + x[i]`): the adjoint needs no value
                     reported.add(name)
-                    origin = flow.origin(name) if use.indexes is None else None
+                    # Named by what it starts from before the loop, where that carries a gradient.
+                    start = function.binding_before(name, loop.start_order)
+                    initial = {n.value for n in walk(start.value) if isinstance(n, cst.Name)} \
+                        if start is not None and start.value is not None else set()
+                    origin = flow.origin(name, initial) if use.indexes is None else None
                     # `A` carries the gradient of `A` says nothing: a value named as its origin is just named.
                     why = f"`{name}` carries the gradient of `{origin}` and" if origin and origin != name else f"`{name}`"
                     used = f"`{use.name}` is {use.how}" if use.name != name else f"is {use.how}"

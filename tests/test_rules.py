@@ -278,3 +278,23 @@ def search(a: wp.vec3, b: wp.vec3, n: int):
     assert "used in `da = wp.dot(g, a)`, which is only compared" in finding.message, finding.message
     assert "give this @wp.func a custom adjoint (`@wp.func_grad`)" in finding.message
     assert "history" not in finding.message
+
+
+def test_a_carried_value_is_named_by_what_it_starts_from():
+    """`v` starts from `qd` and is updated with `m` in the loop: it carries both gradients, and the
+    message names the one a reader recognises, the value it starts from (not the first by name)."""
+    code = """
+import warp as wp
+
+
+@wp.kernel
+def settle(m: wp.array(dtype=float), qd: wp.array(dtype=wp.vec3), n: int, out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    v0 = qd[i]
+    v = v0
+    for k in range(n):
+        v = v + m[i] * wp.dot(v, v) * v
+    out[i] = v
+"""
+    (finding,) = lint_code(code, select=["WL104"])
+    assert finding.message.startswith("`v` carries the gradient of `qd`"), finding.message

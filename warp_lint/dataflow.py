@@ -613,10 +613,14 @@ class Dataflow:
     def carries_gradient(self, name: str) -> bool:
         return name in self.active and name in self.useful
 
-    def origin(self, name: str) -> str | None:
-        """An input whose gradient ``name`` carries, for messages: an array or a func argument."""
+    def origin(self, name: str, preferred: Iterable[str] = ()) -> str | None:
+        """An input whose gradient ``name`` carries, for messages: one of the ``preferred`` locals'
+        inputs where it has any (the value it starts from: `v = v0` with `v0 = body_qd[i]`, not an
+        array that reaches it through an update), an array before a func argument, then by name."""
         found = self.origins(name, every_array=True)
-        return min(found, key=lambda source: (source not in self.arrays, source)) if found else None
+        preferred = set(preferred)
+        first = found & (preferred | frozenset().union(*(self.origins(local, every_array=True) for local in preferred)))
+        return min(first or found, key=lambda source: (source not in self.arrays, source)) if found else None
 
     def origins(self, name: str, every_array: bool = False) -> frozenset[str]:
         """Every input whose gradient ``name`` carries: float array parameters (``every_array``:
