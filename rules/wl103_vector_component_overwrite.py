@@ -5,7 +5,7 @@ import libcst as cst
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name
 from warp_lint.dataflow import dataflow_of
-from warp_lint.kernel_facts import destination_data
+from warp_lint.kernel_facts import destination_data, local_containers
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_again
@@ -248,7 +248,7 @@ class VectorComponentOverwrite(Rule):
             if not function.differentiable or context.options.value(OPTION, function.top_level_index, False) is True:
                 continue
             assigned: dict[tuple[str, int], list[ComponentWrite]] = {}
-            containers = _local_containers(context, function)
+            containers = local_containers(context.names, function)
             flow = dataflow_of(function, context.names)
             for write in function.component_writes:
                 if write.is_field or write.operator in ("+=", "-=") or write.name in containers:
@@ -273,21 +273,6 @@ class VectorComponentOverwrite(Rule):
                         f" (or set wp.config.{OPTION} = True)",
                         data={**function.runtime_data(), **destination_data(function, flow, {write.name})},
                     )
-
-
-# Kernel-local arrays and tiles (`wp.zeros(shape=8, dtype=float)`, `wp.tile_zeros(...)`): stores into
-# them are element stores, not vector component overwrites.
-LOCAL_CONTAINER_FACTORIES = {"warp.zeros", "warp.empty", "warp.full", "warp.ones", "warp.array"}
-
-
-def _local_containers(context: FileContext, function: FunctionModel) -> set[str]:
-    found = set()
-    for binding in function.bindings:
-        if isinstance(binding.value, cst.Call):
-            callee = context.names.qualify(binding.value.func) or ""
-            if callee in LOCAL_CONTAINER_FACTORIES or callee.startswith("warp.tile"):
-                found.add(binding.name)
-    return found
 
 
 def _dynamic_loop(function: FunctionModel, write: ComponentWrite, binding: LocalBinding | None) -> Loop | None:

@@ -5,7 +5,7 @@ import libcst as cst
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import walk_statements
 from warp_lint.dataflow import BRANCH, INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
-from warp_lint.kernel_facts import destination_data, guard_data
+from warp_lint.kernel_facts import destination_data, guard_data, local_containers
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
 
@@ -44,7 +44,10 @@ class DynamicLoopCarriedUse(Rule):
     ## Fix safety
     No automatic fix. Return the accumulated values from a `@wp.func` that holds the loop and do
     the division in its caller (`weighted_sum(x, w, n) / weight_sum(w, n)`, measured correct on
-    every release above): the caller's backward pass replays the whole call.
+    every release above): the caller's backward pass replays the whole call. A kernel-local array
+    (`lam = wp.zeros(shape=4, dtype=float)`) whose elements the loop writes is such a local too
+    (measured wrong on 1.19 when read after the loop); storing the values into an array argument
+    instead, which the adjoint reads back as stored, is right (measured).
 
     ## Warp versions
     All versions (measured on 1.12.1 through 1.19.0); loops that are dynamic only because of a
@@ -196,6 +199,17 @@ class DynamicLoopCarriedUse(Rule):
                 l = wp.sqrt(s)
                 return l
             """),
+        # A kernel-local array written in the loop is read after it as it was before it.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def clamp_weights(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                lam = wp.zeros(shape=4, dtype=float)
+                for k in range(n):
+                    lam[k] = wp.min(x[k] * x[k] - 2.0, 0.0)
+                out[0] = lam[0] * x[0]
+            """),
     ]
 
     def check(self, context: FileContext) -> None:
@@ -252,12 +266,16 @@ class DynamicLoopCarriedUse(Rule):
             subject = (f"`{use.name}`, computed from {', '.join(f'`{o}`' for o in origins)}, which "
                        f"{'is' if len(origins) == 1 else 'are'} updated in a dynamic loop ({loop.reason}), is {how}")
         fix = "do the rest in its caller" if use.indexes is None else "pass the index out of the @wp.func"
+        fix = f"return the loop's results from a @wp.func and {fix}"
+        if set(origins) & local_containers(context.names, function, tiles=False):
+            # A kernel-local array is no value a @wp.func hands back; memory the adjoint reads is.
+            fix = ("store the values into an array argument instead of a kernel-local array, which the adjoint"
+                   " reads back as stored")
         effect = ("may take the other branch, and the gradient is that branch's" if use.position == BRANCH
                   else "the gradient is inf/NaN or wrong")
         context.report(
             self, node,
-            f"{subject}: the backward pass sees the value from before the loop and {effect};"
-            f" return the loop's results from a @wp.func and {fix}",
+            f"{subject}: the backward pass sees the value from before the loop and {effect}; {fix}",
             affected_versions=loop.affected_versions or None,
             data={**function.runtime_data(), **guard_data(function, loop.branches),
                   **destination_data(function, dataflow_of(function, context.names), {use.name})},
@@ -265,8 +283,13 @@ class DynamicLoopCarriedUse(Rule):
 
 
 def _carried_locals(context: FileContext, function: FunctionModel, loop: Loop) -> set[str]:
-    """Locals defined before the loop and reassigned in it, leaving out tiles."""
-    names = set()
+    """Locals defined before the loop and reassigned in it, leaving out tiles; and kernel-local
+    arrays defined before it whose elements it writes (`lam = wp.zeros(shape=4, dtype=float)`,
+    then `lam[k] = ...` in the loop: measured on 1.19, what reads them after it sees the values
+    from before the loop, as for any local)."""
+    containers = local_containers(context.names, function, tiles=False)
+    names = {write.name for write in function.component_writes if loop in write.loops and write.name in containers
+             and any(b.name == write.name and b.order < loop.start_order for b in function.bindings)}
     for binding in function.bindings:
         if loop not in binding.loops:
             continue

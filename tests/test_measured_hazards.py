@@ -1422,3 +1422,39 @@ def test_components_written_in_a_dynamic_loop_get_a_fix_that_works_there(version
         assert found == [], found
     error = measure_relative_error(_load_kernel(code, tmp_path / f"components_{len(code)}.py"))
     assert (error < TOLERANCE) == (version != "dynamic loop"), error
+
+
+LOCAL_ARRAY_IN_A_DYNAMIC_LOOP = """
+import warp as wp
+
+
+@wp.kernel
+def weights(x: wp.array(dtype=float), n: int, SCRATCH out: wp.array(dtype=float)):
+    lam = wp.zeros(shape=4, dtype=float)
+    for k in range(n):
+        lam[k] = wp.min(x[k] * x[k] - 2.0, 0.0)
+    s = float(0.0)
+    for k in range(n):
+        s += lam[k] * x[k]
+    out[0] = s
+"""
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+def test_a_kernel_local_array_written_in_a_dynamic_loop_is_stale_after_it(scratch, tmp_path):
+    """Elements of a kernel-local array (`wp.zeros(shape=4, dtype=float)`) written in a dynamic
+    loop and read after it: the backward pass sees the array as it was before the loop, as for
+    any local (measured wrong), so WL107 reports it with the fix that applies to an array, an
+    array argument instead (measured right, and not reported)."""
+    code = LOCAL_ARRAY_IN_A_DYNAMIC_LOOP.replace("SCRATCH ", "lam_out: wp.array(dtype=float), " if scratch else "")
+    if scratch:
+        code = code.replace("    lam = wp.zeros(shape=4, dtype=float)\n", "").replace("lam[k]", "lam_out[k]")
+    found = lint_code(code, select=["WL103", "WL104", "WL107"])
+    if scratch:
+        assert found == []
+    else:
+        (finding,) = found
+        assert finding.code == "WL107" and finding.message.startswith("`lam` is updated in a dynamic loop")
+        assert "store the values into an array argument instead of a kernel-local array" in finding.message
+    error = measure_relative_error(_load_kernel(code, tmp_path / f"local_array_{scratch}.py"))
+    assert (error < TOLERANCE) == scratch, error

@@ -109,6 +109,22 @@ def destination_data(function: FunctionModel, flow, names) -> dict:
     return {"destinations": sorted(found)} if found else {}
 
 
+# Kernel-local arrays and tiles (`wp.zeros(shape=8, dtype=float)`, `wp.tile_zeros(...)`): stores into
+# them are element stores, not vector component overwrites.
+LOCAL_CONTAINER_FACTORIES = {"warp.zeros", "warp.empty", "warp.full", "warp.ones", "warp.array"}
+
+
+def local_containers(names: WarpNames, function: FunctionModel, tiles: bool = True) -> set[str]:
+    """The locals a kernel or func binds to an array or tile of its own (``tiles``: tiles too)."""
+    found = set()
+    for binding in function.bindings:
+        if isinstance(binding.value, cst.Call):
+            callee = names.qualify(binding.value.func) or ""
+            if callee in LOCAL_CONTAINER_FACTORIES or (tiles and callee.startswith("warp.tile")):
+                found.add(binding.name)
+    return found
+
+
 def fails(guard: Guard, literals: dict[str, object]) -> bool:
     """Whether the literals bound to the kernel's parameters make the guard's test come out the
     other way (`if joint_qdd:` with `None` passed)."""
