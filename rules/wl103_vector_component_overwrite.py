@@ -49,9 +49,11 @@ class VectorComponentOverwrite(Rule):
     a slot per pass. Such a finding holds for every Warp version.
 
     ## Warp versions
-    `>=1.7`. Not reported where `wp.config.enable_vector_component_overwrites = True` (at module
-    level, or in a test module's `setUpModule()`) or the module option of that name is set before
-    the kernel is defined. Measured on a `wp.mat33` of
+    `>=1.7`. Not reported where `wp.config.enable_vector_component_overwrites = True` is set (at
+    module level, or in a test module's `setUpModule()`) before the kernel is defined, except a
+    write in a dynamic loop, which the option does not mend. A module option of that name does
+    nothing: Warp takes it from `wp.config` (measured on 1.19: `wp.set_module_options(...)` with it
+    leaves the overwrite uncut), so it does not silence the rule. Measured on a `wp.mat33` of
     zeros: `for i in range(3): m[i, i] = d[i] * k` matches finite differences on 1.4.2, 1.12.1,
     1.13.0, 1.14.0 and 1.19.0; a second loop `m[i, i] = m[i, i] + r[i]` doubles the gradient of
     `d` (AD 11.94 for FD 5.97) on 1.12.1 through 1.19.0 and matches on 1.4.2; the first loop alone
@@ -245,8 +247,11 @@ class VectorComponentOverwrite(Rule):
 
     def check(self, context: FileContext) -> None:
         for function in context.kernels.functions:
-            if not function.differentiable or context.options.value(OPTION, function.top_level_index, False) is True:
+            if not function.differentiable:
                 continue
+            # The option cuts an overwritten component's gradient, but in a dynamic loop the backward
+            # pass still sees the local as it was before the loop (measured on 1.19): those stay.
+            option_on = context.options.value(OPTION, function.top_level_index, False) is True
             assigned: dict[tuple[str, int], list[ComponentWrite]] = {}
             containers = local_containers(context.names, function)
             flow = dataflow_of(function, context.names)
@@ -262,6 +267,8 @@ class VectorComponentOverwrite(Rule):
                 reason = _hazard(context, function, write, binding, repeated)
                 earlier.append(write)
                 dynamic = _dynamic_loop(function, write, binding)
+                if option_on and dynamic is None:
+                    continue
                 if reason and dynamic is not None:
                     context.report(self, write.node, _in_dynamic_loop(flow, write, dynamic), affected_versions="",
                                    data={**function.runtime_data(), **destination_data(function, flow, {write.name})})

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -1395,14 +1398,17 @@ def weights(x: wp.array(dtype=float), n: int, SCRATCH out: wp.array(dtype=float)
 """
 
 
-@pytest.mark.parametrize("version", ["dynamic loop", "unrolled", "array argument"])
+@pytest.mark.parametrize("version", ["dynamic loop", "option on", "unrolled", "array argument"])
 def test_components_written_in_a_dynamic_loop_get_a_fix_that_works_there(version, tmp_path):
     """`lam[k] = ...` in every pass of `for k in range(n)`: the backward pass sees `lam` as it was
     before the loop (measured wrong; the overwrite option does not change it on 1.19). The message
     says so and gives the two fixes measured right here: the loop unrolled up to the vector's
     length, or the values stored into an array argument."""
     code = COMPONENTS_IN_A_DYNAMIC_LOOP.replace("SCRATCH ", "lam_out: wp.array(dtype=float), " if version == "array argument" else "")
-    code = code.replace("    LOOP\n", {"dynamic loop": "    for k in range(n):\n",
+    if version == "option on":  # the overwrite option mends no dynamic loop: still reported, still wrong
+        code = code.replace("import warp as wp\n", "import warp as wp\n\n"
+                            "wp.config.enable_vector_component_overwrites = True\n")
+    code = code.replace("    LOOP\n", {"dynamic loop": "    for k in range(n):\n", "option on": "    for k in range(n):\n",
                                        "unrolled": "    for k in range(wp.static(4)):\n        if k < n:\n    ",
                                        "array argument": "    for k in range(n):\n"}[version])
     if version == "unrolled":
@@ -1412,7 +1418,7 @@ def test_components_written_in_a_dynamic_loop_get_a_fix_that_works_there(version
         code = code.replace("lam[k] = wp.min", "lam_out[k] = wp.min").replace("READ", "lam_out[k]")
     code = code.replace("READ", "lam[k]")
     found = lint_code(code, select=["WL103"])
-    if version == "dynamic loop":
+    if version in ("dynamic loop", "option on"):
         (finding,) = found
         assert "is written in each pass of a dynamic loop" in finding.message, finding.message
         assert "sees `lam` as it was before the loop" in finding.message
@@ -1420,8 +1426,31 @@ def test_components_written_in_a_dynamic_loop_get_a_fix_that_works_there(version
         assert "[Warp" not in finding.message  # every version (measured from 1.4.2 on, see the rule)
     else:
         assert found == [], found
+    if version == "option on":
+        # `wp.config` is the process's: measured in a child process of its own.
+        assert _error_in_a_child(code, tmp_path) > TOLERANCE
+        return
     error = measure_relative_error(_load_kernel(code, tmp_path / f"components_{len(code)}.py"))
     assert (error < TOLERANCE) == (version != "dynamic loop"), error
+
+
+def _error_in_a_child(code: str, tmp_path) -> float:
+    """``measure_relative_error`` of the kernel in ``code``, run in a child Python (a program that
+    sets `wp.config`, which would leak into this process's other kernels)."""
+    (tmp_path / "child_kernel.py").write_text(code)
+    script = tmp_path / "child.py"
+    script.write_text(textwrap.dedent(f"""
+        import sys
+        sys.path[:0] = [{str(Path(__file__).parent)!r}, {str(tmp_path)!r}]
+        import warp as wp
+        wp.config.quiet = True
+        import test_measured_hazards as measured
+        print(measured.measure_relative_error(measured._load_kernel(open({str(tmp_path / "child_kernel.py")!r}).read(),
+                                                                     __import__("pathlib").Path({str(tmp_path / "loaded.py")!r}))))
+        """))
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return float(run.stdout.strip().splitlines()[-1])
 
 
 LOCAL_ARRAY_IN_A_DYNAMIC_LOOP = """
@@ -1458,3 +1487,33 @@ def test_a_kernel_local_array_written_in_a_dynamic_loop_is_stale_after_it(scratc
         assert "store the values into an array argument instead of a kernel-local array" in finding.message
     error = measure_relative_error(_load_kernel(code, tmp_path / f"local_array_{scratch}.py"))
     assert (error < TOLERANCE) == scratch, error
+
+
+def test_the_overwrite_option_is_wp_config_s_alone(tmp_path):
+    """`wp.set_module_options({"enable_vector_component_overwrites": True})` does nothing on 1.19
+    (Warp folds `wp.config`'s value into every module's build options): the overwritten component
+    still passes its gradient (measured), so WL103 still reports it. `wp.config.` silences it."""
+    code = """
+import warp as wp
+
+SETTING
+
+
+@wp.kernel
+def drop_y(x: wp.array(dtype=wp.vec3), out: wp.array(dtype=float)):
+    v = x[0]
+    v[1] = 0.0
+    out[0] = v[0] + v[1] + v[2]
+"""
+    module_option = code.replace("SETTING", 'wp.set_module_options({"enable_vector_component_overwrites": True})')
+    assert [f.code for f in lint_code(module_option, select=["WL103"])] == ["WL103"]
+    assert lint_code(code.replace("SETTING", "wp.config.enable_vector_component_overwrites = True"),
+                     select=["WL103"]) == []
+    kernel = _load_kernel(module_option, tmp_path / "module_option.py")
+    x = wp.array([wp.vec3(1.0, 2.0, 3.0)], dtype=wp.vec3, requires_grad=True, device="cpu")
+    out = wp.zeros(1, dtype=float, requires_grad=True, device="cpu")
+    tape = wp.Tape()
+    with tape:
+        wp.launch(kernel, 1, inputs=[x], outputs=[out], device="cpu")
+    tape.backward(grads={out: wp.ones_like(out)})
+    assert np.allclose(x.grad.numpy(), [[1.0, 1.0, 1.0]])  # right: [1, 0, 1]

@@ -28,6 +28,13 @@ class Setting:
     module: str | None = None  # `wp.get_module("name").options[KEY] = v`: that named module's; None: this file's
 
 
+# Options Warp takes from `wp.config` whatever a module sets: its build options fold these in last
+# (`context.py`, 1.17 and 1.19). Measured on 1.19: `wp.set_module_options({"enable_vector_component_
+# overwrites": True})` leaves an overwritten component's gradient uncut; `wp.config.` cuts it.
+CONFIG_ONLY = frozenset({"enable_vector_component_overwrites", "verify_fp", "line_directives",
+                         "verify_autograd_array_access"})
+
+
 class ModuleOptions:
     def __init__(self, settings: list[Setting], constants: dict[str, int]):
         self.settings = settings
@@ -36,11 +43,12 @@ class ModuleOptions:
     def value(self, key: str, before_index: int, default: object, module: str | None = None) -> object:
         """The setting of ``key`` a kernel defined at ``before_index`` sees: `wp.config` (global),
         and the options of its module: this file's (``module`` None), a named one
-        (`@wp.kernel(module="fwd")`), or for `module="unique"` none."""
+        (`@wp.kernel(module="fwd")`), or for `module="unique"` none; for a key Warp takes from
+        `wp.config` only (``CONFIG_ONLY``), `wp.config` alone."""
         found = default
         for setting in self.settings:
-            if setting.key == key and setting.index < before_index and (
-                    setting.source == "config" or (setting.module == module and module != "unique")):
+            if setting.key == key and setting.index < before_index and (setting.source == "config" or (
+                    key not in CONFIG_ONLY and setting.module == module and module != "unique")):
                 found = setting.value
         return found
 
