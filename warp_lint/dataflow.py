@@ -581,11 +581,14 @@ class Dataflow:
         """Names (and ``@array`` reads) whose value depends on a differentiable input."""
         sources = ["@" + a for a in self.arrays if self._differentiable(a)]
         sources += [p for p in self.params if self._source_param(p)]
-        found = set(sources)
-        pending = list(sources)
+        return self.reached_from(sources)
+
+    def reached_from(self, names: Iterable[str]) -> set[str]:
+        """``names`` and every name their values flow into (SINK where one reaches an output)."""
+        found = set(names)
+        pending = list(found)
         while pending:
-            name = pending.pop()
-            for target in self.edges.get(name, ()):
+            for target in self.edges.get(pending.pop(), ()):
                 if target not in found:
                     found.add(target)
                     pending.append(target)
@@ -646,12 +649,7 @@ class Dataflow:
         from it) is stored or added into, and, where it decides a branch, every array the function
         stores into, since the branch picks what is stored. None where that is not known here: it
         is passed to a helper that writes arrays, or returned (a func's caller decides)."""
-        reached, pending = set(names), list(names)
-        while pending:
-            for target in self.edges.get(pending.pop(), ()):
-                if target not in reached:
-                    reached.add(target)
-                    pending.append(target)
+        reached = self.reached_from(names)
         if self.stores.get("", set()) & reached or (SINK in reached and self.function.kind != "kernel"):
             return None
         if any(use.name in reached and use.position == BRANCH for use in self.uses):
@@ -836,12 +834,7 @@ def parameter_roles(helper: FunctionModel, names: WarpNames) -> dict[int | str, 
     for position, param in enumerate(helper.params):
         if param.type.is_array or param.type.kind in ("generic", "struct", "unknown") or param.name in flow.useful:
             continue
-        reached, pending = {param.name}, [param.name]
-        while pending:
-            for target in flow.edges.get(pending.pop(), ()):
-                if target not in reached:
-                    reached.add(target)
-                    pending.append(target)
+        reached = flow.reached_from([param.name])
         role = BRANCH if any(use.name in reached and use.position == BRANCH for use in flow.uses) else INDEX
         roles[position] = roles[param.name] = role
     helper._parameter_roles = roles
