@@ -45,30 +45,21 @@ class FindingContexts:
                 return DifferentiationContext(FORWARD_ONLY, skipped, launches=context.launches)
         if definition.kind != "kernel":
             return context
-        if destinations:
-            # The other end: the value at stake reaches only these outputs, and no gradient enters
-            # an output allocated without `requires_grad` (`backward()` seeds and passes none).
-            free = self.without_gradients_in_every_launch(definition.symbol, destinations)
+        # The value at stake reaches only its destinations, and no gradient enters an output
+        # allocated without `requires_grad` (`backward()` seeds and passes none); or its gradient
+        # is that of its origins, which no launch gives one.
+        for params, at_stake in ((destinations, "the value at stake reaches only"),
+                                 (origins, "the gradient at stake is that of")):
+            free = self.without_gradients_in_every_launch(definition.symbol, params) if params else None
             if free is not None:
                 where, allocations = free
                 named = ", ".join(f"`{a.name}` ({_where(a.location)})" for a in allocations[:3])
-                listed = ", ".join(f"`{destination}`" for destination in destinations)
-                return DifferentiationContext(FORWARD_ONLY, f"the value at stake reaches only {listed}, and every"
-                                                            f" recorded launch (first at {_where(where)}) binds it to"
-                                                            f" an array allocated without `requires_grad`: {named}",
+                listed = ", ".join(f"`{param}`" for param in params)
+                return DifferentiationContext(FORWARD_ONLY, f"{at_stake} {listed}, and every recorded launch (first"
+                                                            f" at {_where(where)}) binds it to an array allocated"
+                                                            f" without `requires_grad`: {named}",
                                               launches=context.launches)
-        if not origins:
-            return context
-        free = self.without_gradients_in_every_launch(definition.symbol, origins)
-        if free is None:
-            return context
-        where, allocations = free
-        named = ", ".join(f"`{a.name}` ({_where(a.location)})" for a in allocations[:3])
-        listed = ", ".join(f"`{origin}`" for origin in origins)
-        return DifferentiationContext(FORWARD_ONLY, f"the gradient at stake is that of {listed}, and every recorded"
-                                                    f" launch (first at {_where(where)}) binds it to an array"
-                                                    f" allocated without `requires_grad`: {named}",
-                                      launches=context.launches)
+        return context
 
     def _recorded_launches(self, kernel: Symbol) -> Iterator[tuple[HostScope, HostEvent]]:
         """Every recorded launch that names the kernel, with its recording."""
