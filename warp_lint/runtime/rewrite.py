@@ -1033,23 +1033,35 @@ def _select_branch(definition: ast.FunctionDef, block: list[ast.stmt], index: in
     return SafeForm("", f"{len(hoisted)} selection(s) turned into if/else blocks", {}, {}, preserves_forward=True)
 
 
-def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
-    """WL110: `wp.sqrt(q)` / `wp.pow(q, 0.5)` of the statement guarded at zero (`sqrt(q)` when
-    `q > 0`, else 0), the gradient `wp.length` gives."""
-    statement = block[index]
+def _rewrite_calls(block: list[ast.stmt], index: int, rewrite) -> int:
+    """Replaces, inner calls first, each call of the statement ``block[index]`` that ``rewrite``
+    gives a replacement for (None: kept); how many it replaced."""
     count = 0
 
-    class Guard(ast.NodeTransformer):
+    class Rewrite(ast.NodeTransformer):
         def visit_Call(self, node: ast.Call) -> ast.AST:
             nonlocal count
             self.generic_visit(node)
-            name = _callee(node)
-            if (name == "sqrt" and len(node.args) == 1) or (name == "pow" and len(node.args) == 2 and _is_half(node.args[1])):
-                count += 1
-                return _call("_wl_sqrt_guarded", node.args[0])
-            return node
+            replacement = rewrite(node)
+            if replacement is None:
+                return node
+            count += 1
+            return replacement
 
-    block[index] = Guard().visit(statement)
+    block[index] = Rewrite().visit(block[index])
+    return count
+
+
+def _guarded_sqrt(definition: ast.FunctionDef, block: list[ast.stmt], index: int, context: Context) -> SafeForm:
+    """WL110: `wp.sqrt(q)` / `wp.pow(q, 0.5)` of the statement guarded at zero (`sqrt(q)` when
+    `q > 0`, else 0), the gradient `wp.length` gives."""
+    def guarded(node: ast.Call) -> ast.AST | None:
+        name = _callee(node)
+        if (name == "sqrt" and len(node.args) == 1) or (name == "pow" and len(node.args) == 2 and _is_half(node.args[1])):
+            return _call("_wl_sqrt_guarded", node.args[0])
+        return None
+
+    count = _rewrite_calls(block, index, guarded)
     if not count:
         raise NoSafeForm("no wp.sqrt / wp.pow(q, 0.5) in the flagged statement")
     return SafeForm("", f"{count} square root(s) guarded at zero", {}, {}, preserves_forward=True)
@@ -1062,24 +1074,19 @@ def _differentiable_builtin(definition: ast.FunctionDef, block: list[ast.stmt], 
     a statement `atomic_exch(a, i, v)` as the store `a[i] = v` (the same where threads write
     distinct slots)."""
     statement = block[index]
-    count = 0
 
-    class Differentiable(ast.NodeTransformer):
-        def visit_Call(self, node: ast.Call) -> ast.AST:
-            nonlocal count
-            self.generic_visit(node)
-            if _callee(node) == "frac" and len(node.args) == 1 and isinstance(node.func, ast.Attribute):
-                count += 1
-                truncated = ast.Call(ast.Attribute(node.func.value, "trunc", ast.Load()), [node.args[0]], [])
-                return ast.BinOp(node.args[0], ast.Sub(), truncated)
-            return node
+    def differentiable(node: ast.Call) -> ast.AST | None:
+        if _callee(node) == "frac" and len(node.args) == 1 and isinstance(node.func, ast.Attribute):
+            truncated = ast.Call(ast.Attribute(node.func.value, "trunc", ast.Load()), [node.args[0]], [])
+            return ast.BinOp(node.args[0], ast.Sub(), truncated)
+        return None
 
     if isinstance(statement, ast.Expr) and _callee(statement.value) == "atomic_exch" and \
             len(statement.value.args) == 3 and not statement.value.keywords:
         array, slot, value = statement.value.args
         block[index] = ast.Assign([ast.Subscript(array, slot, ast.Store())], value)
         return SafeForm("", "the atomic exchange written as a plain store", {}, {}, preserves_forward=True)
-    block[index] = Differentiable().visit(statement)
+    count = _rewrite_calls(block, index, differentiable)
     if not count:
         raise NoSafeForm("no builtin of the statement has a differentiable form here")
     return SafeForm("", f"{count} wp.frac(x) written as x - wp.trunc(x)", {}, {}, preserves_forward=True)
