@@ -34,6 +34,9 @@ from warp_lint.project.summary import (
 )
 
 MAX_RESOLUTION_DEPTH = 12
+# The bases that make a class's `apply` torch's, which runs its `forward`.
+AUTOGRAD_FUNCTIONS = frozenset({"torch.autograd.Function", "torch.autograd.function.Function",
+                                "torch.autograd.function.InplaceFunction"})
 
 
 ANNOTATION_PARTS = re.compile(r"[|\[\],]")  # `wp.HashGrid | None`, `Optional[wp.Mesh]`
@@ -381,6 +384,26 @@ class ProjectIndex:
     def method(self, class_symbol: Symbol, name: str) -> Symbol | None:
         member = self.class_member(class_symbol, name)
         return member if member is not None and member.kind == "function" else None
+
+    @_memoized(maxsize=4096)
+    def autograd_forward(self, class_symbol: Symbol) -> Symbol | None:
+        """The ``forward`` that ``Cls.apply(...)`` runs where ``Cls`` derives from
+        ``torch.autograd.Function`` (``apply`` is torch's: it calls ``forward(ctx, *args)`` and,
+        when torch differentiates, ``backward``); None for any other class, or one that defines
+        its own ``apply``."""
+        if self.class_member(class_symbol, "apply") is not None:
+            return None
+        for cls in self.mro(class_symbol):
+            summary = self.class_summary(cls)
+            if summary is None:
+                continue
+            scope = summary.qualname.rsplit(".", 1)[0] if "." in summary.qualname else MODULE_SCOPE
+            scope = scope if scope in self._functions(cls) else MODULE_SCOPE
+            for base in summary.bases:
+                found = self.resolve(cls.path, scope, base) if base and "[" not in base and "(" not in base else None
+                if found is not None and found.kind == "external" and found.module in AUTOGRAD_FUNCTIONS:
+                    return self.method(class_symbol, "forward")
+        return None
 
     def function(self, symbol: Symbol) -> FunctionSummary | None:
         return self._functions(symbol).get(symbol.qualname)

@@ -343,7 +343,10 @@ class ProjectModel(FactoryFlow, FindingContexts):
             name = target.qualname.rsplit(".", 1)[-1]
             if name == "__init__" and "." in target.qualname:
                 name = target.qualname.rsplit(".", 2)[-2]
-            for caller, op, entries, position in calls_by_name.get(name, ()):
+            calls = calls_by_name.get(name, ())
+            if name == "forward":  # torch's `Cls.apply(...)` runs it
+                calls = (*calls, *calls_by_name.get("apply", ()))
+            for caller, op, entries, position in calls:
                 if caller == target:
                     continue
                 if position in entries.callees:
@@ -403,6 +406,9 @@ class ProjectModel(FactoryFlow, FindingContexts):
             if cls is not None:
                 return self.index.method(cls, op.method)
             target = self.index.resolve(info.path, function.qualname, op.func)
+            if target is None and op.method == "apply":  # `Cls.apply(...)` of a torch.autograd.Function
+                cls = self.index.resolve(info.path, function.qualname, op.receiver)
+                return self.index.autograd_forward(cls) if cls is not None and cls.kind == "class" else None
         if target is not None and target.kind == "class":
             return self.index.method(target, "__init__")
         return target if target is not None and target.kind == "function" else None

@@ -561,6 +561,13 @@ class Recorder:
                     return self._follow(frame, op, method, receiver, op.args)
                 return None
             target = self.index.member(receiver.symbol, op.method) if receiver.symbol is not None else None
+            if target is None and op.method == "apply" and receiver.symbol is not None and \
+                    receiver.symbol.kind == "class":
+                forward = self.index.autograd_forward(receiver.symbol)
+                if forward is not None and self._worth_following(forward):
+                    # torch runs `forward(ctx, *args)`: `ctx` is a new object each call
+                    return self._follow(frame, op, forward, Result(f"ctx@{self.order}"), op.args)
+                return None
         else:
             called = self._resolve(frame, op.func)
             target = called.symbol
