@@ -59,7 +59,7 @@ BILINEAR_CALLS = {"warp.mul", "warp.dot", "warp.cross", "warp.cw_mul", "warp.out
 SELECTIONS = {"warp.where", "warp.select"}
 # Calls with no adjoint that reads the arguments: assertions, printing.
 NO_ADJOINT = {"warp.expect_eq", "warp.expect_neq", "warp.expect_near", "warp.printf", "warp.print", "print",
-              "warp.tid", "len", "warp.len", "warp.address"}
+              "warp.tid", "len", "warp.len", "warp.address", "type"}
 INTEGER_CALLS = INTEGER_CONSTRUCTORS | {"warp.tid", "len", "warp.len", "warp.hash_grid_point_id",
                                        "warp.mesh_query_point", "warp.bvh_query_next", "warp.hash_grid_query_next",
                                        "warp.lower_bound", "warp.argmin", "warp.argmax", "warp.isnan", "warp.isinf",
@@ -516,11 +516,13 @@ class Dataflow:
         """For a `@wp.func` of this file (every overload agreeing), its scalar and vector parameters
         whose value reaches none of its results, by position and by name: BRANCH where it decides
         a branch there, INDEX where it is not used on the way to any result at all."""
-        if not name or name in self.shadowed:
+        if not name or name.split(".", 1)[0] in self.shadowed:
             return {}
         overloads = self.function.file_helpers.get(name, ())
-        if not overloads or any(getattr(helper, "node", None) is None for helper in overloads):
-            return {}  # not a helper of this file, or one known only by its facts
+        if not overloads:
+            return self.function.imported_roles.get(name, {})  # another file's, by its facts
+        if any(getattr(helper, "node", None) is None for helper in overloads):
+            return {}  # one known only by its effects
         found = [parameter_roles(helper, self.names) for helper in overloads]
         agreed = {key: role for key, role in found[0].items() if all(other.get(key) == role for other in found[1:])}
         return agreed
@@ -832,7 +834,19 @@ def parameter_roles(helper: FunctionModel, names: WarpNames) -> dict[int | str, 
     flow = Dataflow(helper, names)
     roles: dict[int | str, str] = {}
     for position, param in enumerate(helper.params):
-        if param.type.is_array or param.type.kind in ("generic", "struct", "unknown") or param.name in flow.useful:
+        # A parameter whose value the helper never uses (an overload that takes only its type: an
+        # array's elements read only for `type(a[0])`) is unused, whatever its type. Otherwise only
+        # scalars, vectors and generic (`Any`) values are told: a generic one may be bound to an
+        # array too, but if its value, elements included, reaches no result, what it is bound to
+        # does not matter.
+        uses = [use for use in flow.uses if use.name in (param.name, "@" + param.name)]
+        touched = any(access.array == param.name and (access.kind != "read" or param.type.kind in ("struct", "unknown"))
+                      for access in helper.accesses)
+        if not touched and all(use.position == INDEX for use in uses) and \
+                not {param.name, "@" + param.name} & flow.useful:
+            roles[position] = roles[param.name] = INDEX
+            continue
+        if param.type.is_array or param.type.kind in ("struct", "unknown") or param.name in flow.useful:
             continue
         reached = flow.reached_from([param.name])
         role = BRANCH if any(use.name in reached and use.position == BRANCH for use in flow.uses) else INDEX

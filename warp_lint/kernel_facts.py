@@ -14,7 +14,7 @@ import dataclasses
 import libcst as cst
 
 from warp_lint.cst_walk import walk
-from warp_lint.dataflow import INDEX, LINEAR, dataflow_of
+from warp_lint.dataflow import INDEX, LINEAR, dataflow_of, parameter_roles
 from warp_lint.kernels import FunctionModel, KernelIndex, bound_arguments, mutually_exclusive, struct_field_effects
 from warp_lint.names import WarpNames
 
@@ -62,6 +62,9 @@ class KernelFacts:
     # value_reads and gradient_reads hold struct fields ("param.field") too: a field not in them
     # is read only linearly, or only in comparisons and indices
     field_reads_known: bool = False
+    # A `@wp.func`'s parameters whose value reaches none of its results, by position and by name
+    # (``dataflow.parameter_roles``, every overload agreeing): "branch" (only compared), "index"
+    parameter_roles: dict = dataclasses.field(default_factory=dict)
 
     def param(self, name: str) -> ParamFacts | None:
         return next((p for p in self.params if p.name == name), None)
@@ -215,7 +218,16 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
     return KernelFacts(function.name, function.kind, params, effects, structs, _stored_twice(function), options,
                        function.runtime_data(), value_reads, gradient_reads, _integer_fields(function, index),
                        function.differentiable, _gradient_writes(function, names, index), function.replayed,
-                       partners, effect_guards(function), passed_parameters(function, index), True)
+                       partners, effect_guards(function), passed_parameters(function, index), True,
+                       _agreed_roles(function, index, names))
+
+
+def _agreed_roles(function: FunctionModel, index: KernelIndex, names: WarpNames) -> dict:
+    """``dataflow.parameter_roles`` of a `@wp.func`, where every overload of its name agrees."""
+    if function.kind != "func":
+        return {}
+    found = [parameter_roles(overload, names) for overload in index.by_name(function.name)]
+    return {key: role for key, role in found[0].items() if all(other.get(key) == role for other in found[1:])}
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,

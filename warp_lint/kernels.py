@@ -218,6 +218,9 @@ class FunctionModel:
     # reads what their returns carry (``dataflow.gradient_free_returns``)
     file_helpers: dict[str, list["FunctionModel"]] = dataclasses.field(default_factory=dict, repr=False,
                                                                        compare=False)
+    # `@wp.func` helpers of other files this function calls -> how each uses its parameters' values
+    # (``dataflow.parameter_roles``, read from their facts): by position and by name
+    imported_roles: dict[str, dict] = dataclasses.field(default_factory=dict, repr=False, compare=False)
     # A `@wp.func` given a `@wp.func_grad` in the same file: the parameters that custom adjoint
     # mentions, the only values of its arguments the backward pass can look at (None: no custom one).
     custom_adjoint_reads: frozenset[str] | None = None
@@ -314,6 +317,7 @@ class ImportedHelper:
     digest: str = ""
     helper_calls: list = dataclasses.field(default_factory=list)  # already folded into its effects
     replayed: bool = False  # it has a `@wp.func_replay`
+    roles: dict = dataclasses.field(default_factory=dict)  # ``dataflow.parameter_roles``: positions and names
 
     def effects(self) -> dict[str, set[str]]:
         return {array: set(kinds) for array, kinds in self.array_effects.items()}
@@ -736,6 +740,7 @@ class _BodyScanner:
             elif kind is cst.Call:
                 self.model.calls.append(CallSite(self.call_name(current.func), current, self.statement_now, self.order,
                                                  tuple(self.loops), tuple(self.branches)))
+                self.imported_roles(current)
                 if self.call(current):
                     continue
             elif kind is cst.IfExp:
@@ -748,6 +753,17 @@ class _BodyScanner:
     def call_name(self, func: cst.BaseExpression) -> str | None:
         return self.qualify(func) or dotted_name(func)
 
+    def imported_roles(self, call: cst.Call) -> None:
+        """Note how a `@wp.func` of another file uses its parameters' values (its facts' roles), so
+        the dataflow knows an argument it only compares or never uses (`zero_like(x[i])`)."""
+        name = dotted_name(call.func)
+        if self.imported is None or name is None or name in self.helpers or name in self.model.imported_roles or \
+                name.split(".", 1)[0] in self.shadowed or self.qualify(call.func) is not None:
+            return
+        helper = self.imported(name)
+        if helper is not None and helper.roles:
+            self.model.imported_roles[name] = helper.roles
+
     def call(self, call: cst.Call) -> bool:
         """Record the call's effect on arrays; True when its arguments were handled here."""
         callee = self.qualify(call.func)
@@ -758,7 +774,7 @@ class _BodyScanner:
         if name is not None and name not in self.helpers and callee is None and self.imported is not None and \
                 name.split(".", 1)[0] not in self.shadowed:
             helper = self.imported(name)
-            if helper is not None:
+            if helper is not None and helper.array_effects:
                 self.helpers[name] = [helper]
         if name in self.helpers and name.split(".", 1)[0] not in self.shadowed:
             mapping = {}

@@ -241,10 +241,11 @@ class Workspace:
             facts = self._facts_of(symbol.path).get(symbol.qualname)
         finally:
             self._helpers_in_progress.discard(path)
-        if facts is None or facts.kind != "func" or not facts.effects:
+        if facts is None or facts.kind != "func" or not (facts.effects or facts.parameter_roles):
             return None
         return ImportedHelper(code, list(facts.params), dict(facts.effects), symbol.path,
-                              defining.digest if defining is not None else "", replayed=facts.replayed)
+                              defining.digest if defining is not None else "", replayed=facts.replayed,
+                              roles=dict(facts.parameter_roles))
 
     def analyse(self, source: SourceFile, settings: FileSettings) -> FileAnalysis:
         """A file's analysis with the helpers it imports followed; only the top-level statements
