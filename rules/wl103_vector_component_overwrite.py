@@ -4,11 +4,12 @@ import libcst as cst
 
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name
-from warp_lint.dataflow import dataflow_of
+from warp_lint.dataflow import BRANCH, NONLINEAR, Dataflow, dataflow_of
 from warp_lint.kernel_facts import destination_data, local_containers
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_again
+from warp_lint.stale_after_loop import first_stale_use
 from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
 
 OPTION = "enable_vector_component_overwrites"
@@ -32,7 +33,10 @@ class VectorComponentOverwrite(Rule):
     `for i in range(3)`, the index compared as WL102 compares array indices) assigns each component
     once, so on a constant matrix it is safe too; a second loop over the same diagonal
     (`m[i, i] = m[i, i] + r[i]`) is then the hazard, and only it is flagged. In a dynamic loop
-    such a write is flagged whatever its index: its gradient is lost.
+    such a write is flagged, whatever it overwrites, where the local's value is read afterwards
+    (or in the passes) where an adjoint needs it: a nonlinear use whose other operand carries a
+    gradient, a comparison deciding an `if`, an index; stored or returned as it is (`out[i] = m`,
+    `return v`), it is not.
 
     ## Why is this bad?
     From Warp 1.7.0 a component assignment mutates the local in place and its adjoint does not
@@ -42,8 +46,9 @@ class VectorComponentOverwrite(Rule):
     ## Fix safety
     No automatic fix. Build a new value instead (`v = wp.vec3(v.x, 0.0, v.z)`), or set
     `wp.config.enable_vector_component_overwrites = True` before the module is loaded. In a dynamic
-    loop neither helps: the backward pass sees the local as it was before the loop (measured on
-    1.19, with the option and without), so the message gives what does: unroll the loop up to the
+    loop whose local is read afterwards neither helps: the backward pass sees the local as it was
+    before the loop (measured on 1.19, with the option and without), so the message gives what
+    does: unroll the loop up to the
     vector's length (`for k in range(wp.static(N)):` with `if k < n:`), or store the values into an
     array argument (both measured right); a component the passes also read (an accumulator) needs
     a slot per pass. Such a finding holds for every Warp version.
@@ -56,8 +61,11 @@ class VectorComponentOverwrite(Rule):
     leaves the overwrite uncut), so it does not silence the rule. Measured on a `wp.mat33` of
     zeros: `for i in range(3): m[i, i] = d[i] * k` matches finite differences on 1.4.2, 1.12.1,
     1.13.0, 1.14.0 and 1.19.0; a second loop `m[i, i] = m[i, i] + r[i]` doubles the gradient of
-    `d` (AD 11.94 for FD 5.97) on 1.12.1 through 1.19.0 and matches on 1.4.2; the first loop alone
-    as `range(n)`, a dynamic loop, gives `d` and `r` a zero gradient on every one of them. On
+    `d` (AD 11.94 for FD 5.97) on 1.12.1 through 1.19.0 and matches on 1.4.2. The first loop alone
+    as `range(n)`, a dynamic loop, then `out[tid] = m`, matches on 1.19.0 (AD 16.5, 28.5, 40.5 for
+    FD 16.5, 28.5, 40.5), and so do a vector filled that way and returned from a `@wp.func`; read
+    after the loop in a product (`lam[0] * x[1] + lam[1] * x[2]`) it gives `x[2]` a zero gradient
+    (finite differences 0.49), with the option and without, in a kernel and in a `@wp.func`. On
     1.19.0 (float64, against central differences): a swap of two components (`t = e[0]; e[0] =
     e[1]; e[1] = t`, as an eigenvalue sort does), a Jacobi rotation of two matrix rows
     (`vt[0] = c * v_i - s * v_j`) and `r[1] = 0.0` on an active vector are wrong; a constant
@@ -162,6 +170,19 @@ class VectorComponentOverwrite(Rule):
                     tau[2] = f[3 * i + 2]
                 out[i] = tau
             """),
+        # Each pass of a dynamic loop writes another component, and what they wrote is only stored
+        # after it (linearly): the adjoint needs no value of `m` (measured right on 1.19).
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def diagonal(d: wp.array(dtype=float), k: float, n: int, out: wp.array(dtype=wp.mat33)):
+                tid = wp.tid()
+                m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+                for i in range(n):
+                    m[i, i] = d[i] * k
+                out[tid] = m
+            """),
     ]
     INVALID = [
         Example("""
@@ -232,16 +253,18 @@ class VectorComponentOverwrite(Rule):
                     m[i, i] = m[i, i] + r[i]
                 out[tid] = m
             """),
+        # Read after the dynamic loop where the adjoint needs the value: it sees `lam` as it was
+        # before the loop (measured on 1.19: the gradient of `x[2]` is 0 where finite differences
+        # give 0.49).
         Example("""
             import warp as wp
 
             @wp.kernel
-            def diagonal(d: wp.array(dtype=float), k: float, n: int, out: wp.array(dtype=wp.mat33)):
-                tid = wp.tid()
-                m = wp.mat33(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
-                for i in range(n):
-                    m[i, i] = d[i] * k
-                out[tid] = m
+            def weights(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                lam = wp.vec4()
+                for k in range(n):
+                    lam[k] = x[k] * x[k]
+                out[0] = lam[0] * x[1] + lam[1] * x[2]
             """),
     ]
 
@@ -267,11 +290,13 @@ class VectorComponentOverwrite(Rule):
                 reason = _hazard(context, function, write, binding, repeated)
                 earlier.append(write)
                 dynamic = _dynamic_loop(function, write, binding)
-                if option_on and dynamic is None:
-                    continue
-                if reason and dynamic is not None:
+                if dynamic is not None and _read_stale(flow, write, dynamic):
+                    # Whatever the write overwrites: what the passes wrote is read where an adjoint
+                    # needs it, and the backward pass sees the local as it was before the loop.
                     context.report(self, write.node, _in_dynamic_loop(flow, write, dynamic), affected_versions="",
                                    data={**function.runtime_data(), **destination_data(function, flow, {write.name})})
+                elif option_on:
+                    continue
                 elif reason:
                     context.report(
                         self, write.node,
@@ -286,6 +311,16 @@ def _dynamic_loop(function: FunctionModel, write: ComponentWrite, binding: Local
     """The dynamic loop, entered after the local was defined, that the write sits in."""
     outer = binding.loops if binding else ()
     return next((loop for loop in write.loops if loop.dynamic and loop not in outer), None)
+
+
+def _read_stale(flow: Dataflow, write: ComponentWrite, loop: Loop) -> bool:
+    """Whether an adjoint needs the value of what the passes wrote: a use of the local in the loop
+    that needs its value, or one after it (``stale_after_loop``). Otherwise the backward pass,
+    which sees the local as it was before the loop, needs nothing of it: `return v` or `out[i] =
+    m` after `for k in range(n): v[k] = x[k] * x[k]` is right (measured on 1.19)."""
+    inside = any(use.name == write.name and loop in use.loops and use.position in (NONLINEAR, BRANCH)
+                 for use in flow.uses)
+    return inside or first_stale_use(flow, loop, {write.name}) is not None
 
 
 def _in_dynamic_loop(flow, write: ComponentWrite, loop: Loop) -> str:
@@ -338,10 +373,11 @@ def _constant_component(context: FileContext, value, write: ComponentWrite) -> b
 
 
 def _overwrites_itself(function: FunctionModel, write: ComponentWrite, loop: Loop) -> bool:
-    """Whether a later iteration of ``loop`` can overwrite what an earlier one wrote. A static loop
-    whose iterations write different components (`m[i, i]` in `for i in range(3)`) overwrites only the
-    value before the loop; a dynamic loop loses even that write's gradient (measured: zero)."""
-    return loop.dynamic or may_touch_again(function, write, loop)
+    """Whether a later iteration of ``loop`` can overwrite what an earlier one wrote. A loop whose
+    iterations write different components (`m[i, i]` in `for i in range(3)`, or in `range(n)`)
+    overwrites only the value before the loop (measured right on 1.19, static and dynamic, where
+    nothing reads the local's value after the loop: ``_read_stale``)."""
+    return may_touch_again(function, write, loop)
 
 
 def _constant_constructor(context: FileContext, value) -> bool:

@@ -3,11 +3,11 @@ from __future__ import annotations
 import libcst as cst
 
 from warp_lint.context import FileContext
-from warp_lint.cst_walk import walk_statements
-from warp_lint.dataflow import BRANCH, INDEX, LINEAR, NONLINEAR, Dataflow, Use, dataflow_of
+from warp_lint.dataflow import BRANCH, Dataflow, Use, dataflow_of
 from warp_lint.kernel_facts import destination_data, guard_data, local_containers
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
+from warp_lint.stale_after_loop import first_stale_use
 
 
 class DynamicLoopCarriedUse(Rule):
@@ -225,38 +225,10 @@ class DynamicLoopCarriedUse(Rule):
                     break  # one finding per function: the first stale use explains the rest
 
     def _check_after(self, context, function: FunctionModel, flow: Dataflow, loop: Loop, carried: set[str]) -> bool:
-        inside = [u.sequence for u in flow.uses if loop in u.loops]
-        end = max(inside, default=flow.sequence.get(id(loop.node), 0))
-        # Each stale local, with the carried locals its value comes from.
-        stale: dict[str, set[str]] = {name: {name} for name in carried}
-        statements: dict[int, list[Use]] = {}
-        for use in flow.uses:
-            if use.sequence > end and loop not in use.loops:
-                statements.setdefault(use.sequence, []).append(use)
-        for sequence in sorted(statements):
-            uses = statements[sequence]
-            node = uses[0].statement
-            value = getattr(node, "value", None) if not isinstance(node, (cst.If, cst.While, cst.For)) else None
-            for use in uses:
-                if use.name not in stale:
-                    continue
-                index = use.position == INDEX and use.indexes is not None and use.name in carried
-                needed = use.position == NONLINEAR and value is not None and not flow.free(value)
-                decides = use.position == BRANCH and isinstance(node, cst.If) and _arms_carry_gradient(flow, node)
-                if index or needed or decides:
-                    self._report(context, function, loop, node, use, sorted(stale[use.name]))
-                    return True
-            if isinstance(node, (cst.Assign, cst.AnnAssign)):
-                targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
-                names = [t.value for t in targets if isinstance(t, cst.Name)]
-                sources = set().union(*(stale[u.name] for u in uses
-                                        if u.name in stale and u.position in (LINEAR, NONLINEAR)))
-                for name in names:
-                    if sources:
-                        stale[name] = sources
-                    else:
-                        stale.pop(name, None)
-        return False
+        found = first_stale_use(flow, loop, carried)
+        if found is not None:
+            self._report(context, function, loop, found.node, found.use, found.origins)
+        return found is not None
 
     def _report(self, context, function: FunctionModel, loop: Loop, node, use: Use, origins: list[str]) -> None:
         how = use.how or "used"
@@ -304,20 +276,3 @@ def _carried_locals(context: FileContext, function: FunctionModel, loop: Loop) -
 def _tile(context: FileContext, value) -> bool:
     callee = context.names.qualify(value.func) if isinstance(value, cst.Call) else None
     return bool(callee and callee.startswith("warp.tile"))
-
-
-def _arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
-    """Whether an arm of the `if` reads an array element or a value carrying a gradient outside a
-    test: then the arm the adjoint replays decides the gradient (measured: `if dot >= 0.0:
-    y = x[0] * 3.0 else: y = 0.0` after a `range(n)` loop summing `dot` gives AD 3 where finite
-    differences give 0, the test seeing `dot` from before the loop)."""
-    inside = {id(statement) for statement in _small_statements(branch.body)}
-    if branch.orelse is not None:
-        inside |= {id(statement) for statement in _small_statements(branch.orelse)}
-    # `@x` (an element of array `x`) carries a gradient where `x` is a float array that reaches an output.
-    return any(id(use.statement) in inside and use.position in (LINEAR, NONLINEAR) and flow.carries_gradient(use.name)
-               for use in flow.uses)
-
-
-def _small_statements(node: cst.CSTNode) -> list[cst.BaseSmallStatement]:
-    return [small for line in walk_statements(node) if isinstance(line, cst.SimpleStatementLine) for small in line.body]

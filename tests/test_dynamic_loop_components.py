@@ -1,0 +1,65 @@
+"""Components written in a dynamic loop: wrong only where the vector is read afterwards as a value.
+
+Warp's backward pass does not replay a dynamic loop's forward passes before the code after the
+loop, which sees the local as it was before the loop. A vector whose components the passes write
+(`for k in range(n): v[k] = x[k] * x[k]`) is therefore wrong only where an adjoint after the loop
+needs its value; stored or returned as it is, the adjoint needs none, and the gradient is right.
+Each program is measured here (tape against central differences, CPU) beside what WL103 says.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_measured_hazards import TOLERANCE, _load_kernel, measure_relative_error
+
+from warp_lint.testing import lint_code
+
+FILLED = """
+import warp as wp
+
+
+HELPER
+@wp.kernel
+def fill(x: wp.array(dtype=float), n: int, out: wp.array(dtype=wp.vec4)):
+    USE
+"""
+
+IN_KERNEL = """v = wp.vec4()
+    for k in range(n):
+        v[k] = x[k] * x[k]
+    """
+
+PROGRAMS = {
+    # stored as it is: the adjoint of the store needs no value of `v`
+    "stored": ("", IN_KERNEL + "out[0] = v"),
+    # stored scaled by a constant: still linear
+    "scaled": ("", IN_KERNEL + "out[0] = 2.0 * v"),
+    # returned from a @wp.func that holds the loop, stored by the kernel
+    "returned": ("""@wp.func
+def squares(x: wp.array(dtype=float), n: int):
+    v = wp.vec4()
+    for k in range(n):
+        v[k] = x[k] * x[k]
+    return v
+
+""", "out[0] = squares(x, n)"),
+    # read in a product with another value carrying a gradient: the adjoint needs `v`
+    "product": ("", IN_KERNEL + "out[0] = wp.vec4(v[0] * x[1] + v[1] * x[2], 0.0, 0.0, 0.0)"),
+    # a length: nonlinear in `v` itself
+    "length": ("", IN_KERNEL + "out[0] = wp.vec4(wp.length(v), 0.0, 0.0, 0.0)"),
+}
+WRONG = {"product", "length"}
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_a_dynamic_loop_component_is_reported_where_the_gradient_is_wrong(name, tmp_path):
+    helper, use = PROGRAMS[name]
+    code = FILLED.replace("HELPER\n", helper).replace("USE", use)
+    found = lint_code(code, select=["WL103"])
+    if name in WRONG:
+        (finding,) = found
+        assert "is written in each pass of a dynamic loop" in finding.message, finding.message
+    else:
+        assert found == [], [f.message for f in found]
+    error = measure_relative_error(_load_kernel(code, tmp_path / f"filled_{name}.py"))
+    assert (error > TOLERANCE) == (name in WRONG), error

@@ -1,0 +1,84 @@
+"""What code after a dynamic loop reads of the values the loop changed, where the adjoint needs them.
+
+Warp's backward pass replays a function's forward code, but not a dynamic loop's forward passes
+before the code after the loop: there, a local the loop changed (reassigned, or a component of it
+written) holds its value from *before* the loop. That is harmless where the adjoint after the loop
+needs no value of it (`return v`, `out[i] = m`, `s * 2.0`: measured right on 1.19), and wrong where
+it does: a nonlinear use whose other operand carries a gradient (`lam[0] * x[1]`, `s / norm`), a
+comparison deciding an `if` whose arms move gradients, an index into an array (measured wrong on
+1.19, in kernels and in `@wp.func`s alike). WL107 reports such a use; WL103 reports a component
+written in a dynamic loop only where such a use reads the vector (otherwise the passes' values
+reach no adjoint that needs them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import libcst as cst
+
+from warp_lint.cst_walk import walk_statements
+from warp_lint.dataflow import BRANCH, INDEX, LINEAR, NONLINEAR, Dataflow, Use
+from warp_lint.kernels import Loop
+
+
+@dataclasses.dataclass(frozen=True)
+class StaleUse:
+    """A use after ``loop`` that needs the value of one of the loop's locals."""
+
+    node: cst.CSTNode  # the statement that uses it
+    use: Use
+    origins: list[str]  # the loop's locals the used value is computed from
+
+
+def first_stale_use(flow: Dataflow, loop: Loop, carried: set[str]) -> StaleUse | None:
+    """The first use after ``loop`` whose adjoint needs the value of a local in ``carried`` (which
+    the loop changes), or of a local computed from one after the loop, in program order."""
+    inside = [u.sequence for u in flow.uses if loop in u.loops]
+    end = max(inside, default=flow.sequence.get(id(loop.node), 0))
+    # Each stale local, with the carried locals its value comes from.
+    stale: dict[str, set[str]] = {name: {name} for name in carried}
+    statements: dict[int, list[Use]] = {}
+    for use in flow.uses:
+        if use.sequence > end and loop not in use.loops:
+            statements.setdefault(use.sequence, []).append(use)
+    for sequence in sorted(statements):
+        uses = statements[sequence]
+        node = uses[0].statement
+        value = getattr(node, "value", None) if not isinstance(node, (cst.If, cst.While, cst.For)) else None
+        for use in uses:
+            if use.name not in stale:
+                continue
+            index = use.position == INDEX and use.indexes is not None and use.name in carried
+            needed = use.position == NONLINEAR and value is not None and not flow.free(value)
+            decides = use.position == BRANCH and isinstance(node, cst.If) and arms_carry_gradient(flow, node)
+            if index or needed or decides:
+                return StaleUse(node, use, sorted(stale[use.name]))
+        if isinstance(node, (cst.Assign, cst.AnnAssign)):
+            targets = [t.target for t in node.targets] if isinstance(node, cst.Assign) else [node.target]
+            names = [t.value for t in targets if isinstance(t, cst.Name)]
+            sources = set().union(*(stale[u.name] for u in uses
+                                    if u.name in stale and u.position in (LINEAR, NONLINEAR)))
+            for name in names:
+                if sources:
+                    stale[name] = sources
+                else:
+                    stale.pop(name, None)
+    return None
+
+
+def arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
+    """Whether an arm of the `if` reads an array element or a value carrying a gradient outside a
+    test: then the arm the adjoint replays decides the gradient (measured: `if dot >= 0.0:
+    y = x[0] * 3.0 else: y = 0.0` after a `range(n)` loop summing `dot` gives AD 3 where finite
+    differences give 0, the test seeing `dot` from before the loop)."""
+    inside = {id(statement) for statement in _small_statements(branch.body)}
+    if branch.orelse is not None:
+        inside |= {id(statement) for statement in _small_statements(branch.orelse)}
+    # `@x` (an element of array `x`) carries a gradient where `x` is a float array that reaches an output.
+    return any(id(use.statement) in inside and use.position in (LINEAR, NONLINEAR) and flow.carries_gradient(use.name)
+               for use in flow.uses)
+
+
+def _small_statements(node: cst.CSTNode) -> list[cst.BaseSmallStatement]:
+    return [small for line in walk_statements(node) if isinstance(line, cst.SimpleStatementLine) for small in line.body]
