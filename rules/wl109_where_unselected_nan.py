@@ -21,7 +21,9 @@ class WhereUnselectedNan(Rule):
     `wp.log2`, `wp.log10`, `wp.sqrt`, `wp.pow`, `wp.acos`, `wp.asin`) or a division by something
     other than a literal. Operands without such operations (`wp.where(x > 0.0, x * x, -x)`), and
     operations whose argument (or denominator) is bounded by `wp.min`, `wp.max` or `wp.clamp`
-    (`wp.exp(wp.min(x, 20.0))`), are not flagged.
+    (`wp.exp(wp.min(x, 20.0))`), are not flagged, nor is an exponential whose argument is never
+    positive, by the signs of its literals, products and squares (`wp.exp(-128.0 * q * q)` stays
+    at most 1).
 
     ## Why is this bad?
     `wp.where` evaluates both operands, and its adjoint runs the adjoints of both: the unselected
@@ -52,6 +54,14 @@ class WhereUnselectedNan(Rule):
     singular = "unselected-nonfinite"
 
     VALID = [
+        # `-c * q * q` is never positive: the exponential stays at most 1 and cannot overflow.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def gaussian(q: float):
+                return wp.where(q <= 1.0, wp.exp(-128.0 * q * q), 0.0)
+            """),
         Example("""
             import warp as wp
 
@@ -137,7 +147,9 @@ def _overflowing(context: FileContext, node: cst.CSTNode) -> str | None:
     while stack:
         current = stack.pop()
         if isinstance(current, cst.Call) and context.names.qualify(current.func) in OVERFLOWING_CALLS:
-            if not (current.args and _clamped(context, current.args[0].value)):
+            bounded = current.args and (_clamped(context, current.args[0].value) or (
+                context.names.qualify(current.func) == "warp.exp" and _sign(context, current.args[0].value) < 0))
+            if not bounded:
                 return context.code(current)
         if isinstance(current, cst.BinaryOperation) and isinstance(current.operator, cst.Divide):
             denominator = current.right.expression if isinstance(current.right, cst.UnaryOperation) else current.right
@@ -150,3 +162,37 @@ def _overflowing(context: FileContext, node: cst.CSTNode) -> str | None:
 def _clamped(context: FileContext, node: cst.CSTNode) -> bool:
     """`wp.min(x, 20.0)`, `wp.max(d, 1e-6)`, `wp.clamp(...)`: the author bounded the argument."""
     return isinstance(node, cst.Call) and context.names.qualify(node.func) in CLAMPS
+
+
+SQUARING_CALLS = {"warp.abs", "warp.length", "warp.length_sq", "warp.sqrt", "warp.exp"}  # never negative
+
+
+def _sign(context: FileContext, node: cst.BaseExpression) -> int:
+    """-1 where ``node`` is never positive, 1 where it is never negative, 0 where it may be either:
+    signs of literals carried through negation, products, quotients and squares, so that
+    `wp.exp(-128.0 * q * q)` is known to stay at most 1 (it cannot overflow). A call of one literal
+    that is no builtin (`scalar_t(128.0)`, a cast to the module's float type) keeps its sign."""
+    if isinstance(node, (cst.Integer, cst.Float)):
+        return 1
+    if isinstance(node, cst.UnaryOperation) and isinstance(node.operator, cst.Minus):
+        return -_sign(context, node.expression)
+    if isinstance(node, cst.BinaryOperation):
+        if isinstance(node.operator, cst.Power) and isinstance(node.right, cst.Integer) and \
+                int(node.right.evaluated_value) % 2 == 0:
+            return 1
+        if isinstance(node.operator, (cst.Multiply, cst.Divide)):
+            if isinstance(node.operator, cst.Multiply) and node.left.deep_equals(node.right):
+                return 1  # a square
+            # `-c * q * q` parses as `(-c * q) * q`: the square is found across the association
+            left, right = node.left, node.right
+            if isinstance(node.operator, cst.Multiply) and isinstance(left, cst.BinaryOperation) and \
+                    isinstance(left.operator, cst.Multiply) and left.right.deep_equals(right):
+                return _sign(context, left.left)
+            return _sign(context, left) * _sign(context, right)
+    if isinstance(node, cst.Call) and len(node.args) == 1 and isinstance(node.args[0].value, (cst.Integer, cst.Float)):
+        callee = context.names.qualify(node.func)
+        if callee is None or not callee.startswith("warp.") or callee in ("warp.float16", "warp.float32", "warp.float64"):
+            return _sign(context, node.args[0].value)
+    if isinstance(node, cst.Call) and context.names.qualify(node.func) in SQUARING_CALLS:
+        return 1
+    return 0
