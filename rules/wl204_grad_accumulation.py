@@ -14,7 +14,9 @@ class GradAccumulation(Rule):
     writing `x.grad`), unless every array whose `.grad` the iteration reads is allocated afresh in
     that iteration, or unless it runs in one pass only (`for flag in (False, True):` around
     `if flag:`). Also flags a second `backward()` on one tape with no zeroing between the two
-    (calls in different arms of one `if` do not count).
+    (calls in different arms of one `if` do not count). A `backward()` called while a CUDA graph
+    is captured (between `wp.capture_begin()` and `wp.capture_end()`, or in `with
+    wp.ScopedCapture():`) is put in the graph, not run there, and is not counted.
 
     ## Why is this bad?
     `backward()` adds into the `.grad` buffers; it never clears the gradients of the inputs. An
@@ -42,6 +44,25 @@ class GradAccumulation(Rule):
     level = "project"
 
     VALID = [
+        # Put into a CUDA graph, in a loop, not run: whoever launches the graph runs `backward()`.
+        Example("""
+            import warp as wp
+
+            def capture_backward(tape, loss, graphs):
+                if graphs.get("backward") is None:
+                    wp.capture_begin()
+                    try:
+                        tape.backward(loss)
+                    finally:
+                        graphs["backward"] = wp.capture_end()
+
+            def train(step, x, loss, graphs, iterations):
+                tape = wp.Tape()
+                for it in range(iterations):
+                    with tape:
+                        step(x, loss)
+                    capture_backward(tape, loss, graphs)
+            """),
         # The loop runs its body with and without gradients: `backward()` runs in one pass only.
         Example("""
             import warp as wp
@@ -132,7 +153,9 @@ class GradAccumulation(Rule):
 
     def check(self, context: ProjectContext) -> None:
         for scope in context.host_scopes:
-            backwards = scope.backwards()
+            # A `backward()` made while a CUDA graph is captured does not run there: it is put in the
+            # graph, which runs it where it is launched.
+            backwards = [b for b in scope.backwards() if not b.captured]
             if not backwards:
                 continue
             for backward in backwards:

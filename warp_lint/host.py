@@ -203,6 +203,7 @@ class HostEvent:
     target: Symbol | None = None  # gradient checks: the definition checked (a kernel or a host function)
     call: CallOp | None = dataclasses.field(default=None, repr=False)  # the call, for its arguments
     chain: tuple[CallSite, ...] = ()  # the calls followed from the recording's entry point to here
+    captured: bool = False  # made while a CUDA graph is captured: it runs when the graph is launched
 
     def exclusive_with(self, other: HostEvent) -> bool:
         """Whether the two events sit in different arms of one `if` (never both run in one pass)."""

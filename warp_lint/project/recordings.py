@@ -63,6 +63,7 @@ from warp_lint.project.summary import (
 
 BUILTIN_NAMES = frozenset(dir(builtins))
 MAX_CALL_DEPTH = 8
+GRAPH_CAPTURES = frozenset({"warp.ScopedCapture", "warp.utils.ScopedCapture"})
 MAX_EVENTS = 10_000
 # A name in an element's index (not an attribute, not already a key).
 PICKED = re.compile(r"\[[^\]]*[A-Za-z_]")  # a subscript whose index names something
@@ -100,6 +101,7 @@ class Frame:
     returned: Result | None = None
     host_copies: bool = False  # whether a `.numpy()`/`.list()` ran in this frame yet
     open_regions: list[list[TapeRegion]] = dataclasses.field(default_factory=list)
+    open_captures: list[int] = dataclasses.field(default_factory=list)  # per open `with`: its graph captures
     ids: dict[tuple[str, int], int] = dataclasses.field(default_factory=dict)  # an `if`/loop of this frame -> its id
 
     @property
@@ -141,6 +143,9 @@ class Recorder:
         self.events: list[HostEvent] = []
         self.regions: list[TapeRegion] = []
         self.region_stack: list[TapeRegion] = []
+        # CUDA graph captures open (`wp.capture_begin()` not yet ended, `with wp.ScopedCapture():`):
+        # what is called then is put in the graph, and runs when the graph is launched.
+        self.capturing = 0
         self.loop_stack: list[int] = []
         self.loop_frames: dict[int, int] = {}  # loop id -> id() of the frame that opened it
         self.loop_spans: dict[int, LoopSpan] = {}
@@ -290,7 +295,7 @@ class Recorder:
         chain = frame.chain[:-1] if at is not None else frame.chain
         event = HostEvent(kind, location, statement, self.order,
                           self.region_stack[-1] if self.region_stack else None, tuple(self.loop_stack),
-                          branch=tuple(self.branch_stack), chain=chain, **fields)
+                          branch=tuple(self.branch_stack), chain=chain, captured=self.capturing > 0, **fields)
         self.events.append(event)
         return event
 
@@ -326,6 +331,7 @@ class Recorder:
             elif kind is WithOp:
                 self.visit_with(frame, op)
             elif kind is EndWithOp:
+                self.capturing -= frame.open_captures.pop() if frame.open_captures else 0
                 for region in reversed(frame.open_regions.pop() if frame.open_regions else []):
                     region.end_order = self.order
                     self.region_stack.pop()
@@ -491,6 +497,9 @@ class Recorder:
 
     def visit_with(self, frame: Frame, op: WithOp) -> None:
         opened: list[TapeRegion] = []
+        captures = sum(1 for item in op.items if item.qualified in GRAPH_CAPTURES)
+        self.capturing += captures
+        frame.open_captures.append(captures)
         for item in op.items:
             tape = self._tape_of(frame, item)
             if tape is None:
@@ -526,6 +535,10 @@ class Recorder:
             self.launch(frame, op)
             return UNKNOWN
         if qualified:
+            if qualified == "warp.capture_begin":
+                self.capturing += 1
+            elif qualified == "warp.capture_end":
+                self.capturing = max(0, self.capturing - 1)
             self.warp_call(frame, op, qualified)
             if qualified == "warp.overload":  # runs the source of the kernel it specialises
                 return self.evaluate(frame, op.argument(0, "kernel"))
