@@ -499,7 +499,9 @@ def test_a_torch_function_differentiates_its_kernel(name, folders, tmp_path, cap
     out = _explain(str(folders[name] / "kernels.py") + ":5", capsys)
     assert "differentiated" in out
     if name == "torch-tape":
-        assert "recorded on `ctx.tape`" in out and "entry point `SineSeries.forward`" in out
+        # `SineSeries.apply(x)` in `main` runs `forward`: the recording starts where the program does
+        assert "recorded on `ctx.tape`" in out and "entry point `main`" in out and \
+            "calls `SineSeries.forward` at train.py:25" in out, out
     else:
         assert "its adjoint is launched at train.py:22 (`adjoint=True`)" in out
 

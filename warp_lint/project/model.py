@@ -486,6 +486,13 @@ class ProjectModel(FactoryFlow, FindingContexts):
                 context = DifferentiationContext(UNKNOWN, f"a `@wp.{definition.kind}`")
         finally:
             del self._open[symbol]
+        if context.state == UNKNOWN and self._records_nothing:
+            # What the model could not follow can only lead to a recording the project makes: in a
+            # program that runs its kernels forward only, users' own tapes alone may differentiate
+            # it, as they may the public API.
+            context = dataclasses.replace(context, state=PUBLIC, reason=f"{context.reason}; but nothing in the"
+                                          " project records a tape, checks a gradient or launches an adjoint, so"
+                                          " only its users' own tapes could differentiate it")
         if self._low < depth:
             del self._contexts[symbol]  # it consulted a definition still open: decided again later
         else:
@@ -559,6 +566,22 @@ class ProjectModel(FactoryFlow, FindingContexts):
         return self._api_launch(unnamed, sites) or DifferentiationContext(
             FORWARD_ONLY, f"it is passed around, and every launch that may run it ({len(unnamed)}, first at"
                           f" {_where(unnamed[0])}) is outside any tape recording", launches=sites)
+
+    @functools.cached_property
+    def _records_nothing(self) -> bool:
+        """Whether the project runs kernels and records none: it launches some, and nothing in it
+        records a tape, runs one backward, checks a gradient or launches an adjoint (no function of
+        it so much as opens or runs a tape). A project that launches nothing (a file of kernels
+        alone, written before the program that runs them) says nothing of how they will run."""
+        named, unnamed, _ = self._all_launch_sites
+        if not named and not unnamed:
+            return False
+        _, launches = self._recorded
+        if launches.recorded or launches.unresolved_recorded or launches.opaque or launches.checked or \
+                launches.unnamed_tape or launches.gradient_free or self._adjoint_launches:
+            return False
+        current = self._merged[0] if self._merged is not None else {}
+        return not any(entries.direct for entries in current.values())
 
     def _api_launch(self, launches: list[Location] | tuple[Location, ...], sites: tuple[Location, ...]
                     ) -> DifferentiationContext | None:
