@@ -24,8 +24,12 @@ from pathlib import Path
 PINS = {"warp-lang": "1.19.0", "newton": "1.8.0", "mujoco-warp": "4.0.0"}
 # Projects linted as source only: installed without their dependencies, because they pin other
 # releases of what ``PINS`` installs (rewarped pins warp-lang 1.3.3) or pull in PyTorch, which
-# nothing here runs. Both differentiate through Warp: tapes inside ``torch.autograd.Function``.
-SOURCE_ONLY = {"rewarped": "1.3.3", "nvalchemi-toolkit-ops": "0.5.0"}
+# nothing here runs. rewarped, nvalchemi-toolkit-ops and warpsphcore differentiate through Warp
+# with tapes inside ``torch.autograd.Function``; gswarp and body-models hand torch kernels of their
+# own backward passes; warp-nn is a library whose users record its layers on their tapes;
+# warp-jsb and warp-simdata run Warp forward.
+SOURCE_ONLY = {"rewarped": "1.3.3", "nvalchemi-toolkit-ops": "0.5.0", "warpsphcore": "0.6.0", "gswarp": "1.1.0",
+               "body-models": "0.26.2", "warp-nn": "0.4.1", "warp-jsb": "0.1.0", "warp-simdata": "0.2.0"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,9 +84,10 @@ def package_dirs(python: Path, packages: list[str]) -> dict[str, Path]:
 
 
 def projects(python: Path) -> list[Project]:
-    """The corpus: warp-lang's examples and tests, newton, mujoco-warp, rewarped, nvalchemi-toolkit-ops
+    """The corpus: warp-lang's examples and tests, newton, mujoco-warp and the source-only projects
     (those ``python`` has installed)."""
-    found = package_dirs(python, ["warp", "newton", "mujoco_warp", "rewarped", "nvalchemiops"])
+    found = package_dirs(python, ["warp", "newton", "mujoco_warp", "rewarped", "nvalchemiops", "warpSPHCore",
+                                  "gswarp", "body_models", "warp_nn", "warp_jsb", "warp_simdata"])
     wanted = [
         Project("warp-lang examples", Path("examples"), "warp"),
         Project("warp-lang tests", Path("tests"), "warp"),
@@ -90,6 +95,12 @@ def projects(python: Path) -> list[Project]:
         Project("mujoco-warp", Path(), "mujoco_warp"),
         Project("rewarped", Path(), "rewarped"),
         Project("nvalchemi-toolkit-ops", Path(), "nvalchemiops"),
+        Project("warpsphcore", Path(), "warpSPHCore"),
+        Project("gswarp", Path(), "gswarp"),
+        Project("body-models", Path(), "body_models"),
+        Project("warp-nn", Path(), "warp_nn"),
+        Project("warp-jsb", Path(), "warp_jsb"),
+        Project("warp-simdata", Path(), "warp_simdata"),
     ]
     return [dataclasses.replace(p, root=found[p.package] / p.root) for p in wanted if p.package in found]
 
