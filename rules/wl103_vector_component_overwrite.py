@@ -170,6 +170,18 @@ class VectorComponentOverwrite(Rule):
                     tau[2] = f[3 * i + 2]
                 out[i] = tau
             """),
+        # Zeros given a length and a type (the keywords hold no value), each component written
+        # once in a dynamic loop from other values, returned as it is.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def wrapped(x: wp.vec3, y: wp.vec3, n: int):
+                d = wp.vector(0.0, length=3, dtype=float)
+                for i in range(n):
+                    d[i] = wp.mod(x[i] - y[i], 1.0)
+                return d
+            """),
         # Each pass of a dynamic loop writes another component, and what they wrote is only stored
         # after it (linearly): the adjoint needs no value of `m` (measured right on 1.19).
         Example("""
@@ -360,6 +372,7 @@ def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | No
 
 
 COMPONENT_INDEX = {"x": 0, "y": 1, "z": 2, "w": 3}
+TYPE_KEYWORDS = frozenset({"length", "shape", "dtype"})  # `wp.vector(..., length=n, dtype=float)`
 
 
 def _constant_component(context: FileContext, value, write: ComponentWrite) -> bool:
@@ -385,7 +398,9 @@ def _constant_constructor(context: FileContext, value) -> bool:
     cut. A call whose arguments are all constants computes a constant, whatever it calls."""
     if not isinstance(value, cst.Call):
         return False
-    return all(_is_constant(context, argument.value) for argument in value.args)
+    # `wp.vector(0.0, length=x.length, dtype=float)`: the keywords that give the type hold no value.
+    return all(_is_constant(context, argument.value) for argument in value.args
+               if not (argument.keyword is not None and argument.keyword.value in TYPE_KEYWORDS))
 
 
 def _is_constant(context: FileContext, node) -> bool:
