@@ -4,12 +4,12 @@ import libcst as cst
 
 from warp_lint.context import FileContext
 from warp_lint.cst_walk import mentions_name
-from warp_lint.dataflow import BRANCH, NONLINEAR, Dataflow, dataflow_of
+from warp_lint.dataflow import BRANCH, NONLINEAR, Dataflow, Use, dataflow_of
 from warp_lint.kernel_facts import destination_data, local_containers
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_again
-from warp_lint.stale_after_loop import first_stale_use
+from warp_lint.stale_after_loop import StaleUse, first_stale_use
 from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
 
 OPTION = "enable_vector_component_overwrites"
@@ -302,10 +302,16 @@ class VectorComponentOverwrite(Rule):
                 reason = _hazard(context, function, write, binding, repeated)
                 earlier.append(write)
                 dynamic = _dynamic_loop(function, write, binding)
-                if dynamic is not None and _read_stale(flow, write, dynamic):
+                stale = _stale_read(flow, write, dynamic) if dynamic is not None else None
+                if stale is not None:
                     # Whatever the write overwrites: what the passes wrote is read where an adjoint
                     # needs it, and the backward pass sees the local as it was before the loop.
-                    context.report(self, write.node, _in_dynamic_loop(flow, write, dynamic), affected_versions="",
+                    message = _in_dynamic_loop(context, flow, write, dynamic, stale)
+                    if reason and not option_on:  # and the overwrite itself, which the option mends
+                        message += (f"; the write also {_also(reason)}, and from Warp 1.7 the adjoint does not cut"
+                                    f" the overwritten component's gradient: build the new value instead of writing"
+                                    f" components (or set wp.config.{OPTION} = True)")
+                    context.report(self, write.node, message, affected_versions="",
                                    data={**function.runtime_data(), **destination_data(function, flow, {write.name})})
                 elif option_on:
                     continue
@@ -325,31 +331,43 @@ def _dynamic_loop(function: FunctionModel, write: ComponentWrite, binding: Local
     return next((loop for loop in write.loops if loop.dynamic and loop not in outer), None)
 
 
-def _read_stale(flow: Dataflow, write: ComponentWrite, loop: Loop) -> bool:
-    """Whether an adjoint needs the value of what the passes wrote: a use of the local in the loop
-    that needs its value, or one after it (``stale_after_loop``). Otherwise the backward pass,
-    which sees the local as it was before the loop, needs nothing of it: `return v` or `out[i] =
-    m` after `for k in range(n): v[k] = x[k] * x[k]` is right (measured on 1.19)."""
-    inside = any(use.name == write.name and loop in use.loops and use.position in (NONLINEAR, BRANCH)
-                 for use in flow.uses)
-    return inside or first_stale_use(flow, loop, {write.name}) is not None
+def _stale_read(flow: Dataflow, write: ComponentWrite, loop: Loop) -> Use | StaleUse | None:
+    """Where an adjoint needs the value of what the passes wrote: a use of the local in the loop that
+    needs its value, or the first one after it (``stale_after_loop``). None where there is none:
+    the backward pass, which sees the local as it was before the loop, then needs nothing of it
+    (`return v` or `out[i] = m` after `for k in range(n): v[k] = x[k] * x[k]` is right, measured
+    on 1.19)."""
+    inside = next((use for use in flow.uses if use.name == write.name and loop in use.loops
+                   and use.position in (NONLINEAR, BRANCH)), None)
+    return inside or first_stale_use(flow, loop, {write.name})
 
 
-def _in_dynamic_loop(flow, write: ComponentWrite, loop: Loop) -> str:
-    """A component written in every pass of a dynamic loop: the backward pass sees the local as it
-    was before the loop (measured on 1.19, with or without the overwrite option: the gradient
-    through what the passes wrote is lost), so the fix is a static loop or memory the adjoint
-    reads back; a component the pass also reads (an accumulator) needs its own slot per pass."""
+def _in_dynamic_loop(context: FileContext, flow: Dataflow, write: ComponentWrite, loop: Loop,
+                     stale: Use | StaleUse) -> str:
+    """A component written in every pass of a dynamic loop and read where an adjoint needs it: the
+    backward pass sees the local as it was before the loop there (measured on 1.19, with or without
+    the overwrite option), so the fix is a static loop or memory the adjoint reads back; a local the
+    passes also read (an accumulator) needs its own slot per pass."""
     name = write.name
-    if any(use.name == name and loop in use.loops for use in flow.uses):  # read in the passes too
+    if isinstance(stale, Use):  # read in the passes
         fix = ("keep each pass's values in their own array slots (`acc[it, k]`), which the adjoint reads back"
                " as stored, or move the loop into a @wp.func with a custom adjoint")
+        where = f"the passes read `{name}` ({stale.how or 'used'} on line {context.position(stale.statement)[0].line})"
     else:
         fix = (f"unroll the loop up to the length of `{name}` (`for k in range(wp.static(N)):` with `if k < n:`"
                f" inside), or store the values into an array argument, which the adjoint reads back as stored")
-    return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}) into `{name}`, defined"
-            f" before the loop: the backward pass sees `{name}` as it was before the loop, so the gradient through"
-            f" the components the passes write is lost or wrong, with or without wp.config.{OPTION}; {fix}")
+        line = context.position(stale.node)[0].line
+        how = stale.use.how or "used"
+        where = (f"`{name}` is {how} on line {line} after it" if stale.origins == [stale.use.name] else
+                 f"`{stale.use.name}`, computed from `{name}`, is {how} on line {line} after it")
+    return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}), and {where}: the backward"
+            f" pass sees `{name}` there as it was before the loop, so that gradient is wrong, with or without"
+            f" wp.config.{OPTION}; {fix}")
+
+
+def _also(reason: str) -> str:
+    """`_hazard`'s words after "the write also": "overwrites a component of a value that carries ..."."""
+    return reason.removeprefix("is ").replace("assigned inside", "is assigned inside")
 
 
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:
@@ -389,7 +407,7 @@ def _overwrites_itself(function: FunctionModel, write: ComponentWrite, loop: Loo
     """Whether a later iteration of ``loop`` can overwrite what an earlier one wrote. A loop whose
     iterations write different components (`m[i, i]` in `for i in range(3)`, or in `range(n)`)
     overwrites only the value before the loop (measured right on 1.19, static and dynamic, where
-    nothing reads the local's value after the loop: ``_read_stale``)."""
+    nothing reads the local's value after the loop: ``_stale_read``)."""
     return may_touch_again(function, write, loop)
 
 

@@ -63,3 +63,43 @@ def test_a_dynamic_loop_component_is_reported_where_the_gradient_is_wrong(name, 
         assert found == [], [f.message for f in found]
     error = measure_relative_error(_load_kernel(code, tmp_path / f"filled_{name}.py"))
     assert (error > TOLERANCE) == (name in WRONG), error
+
+
+OVERWRITTEN = """
+import warp as wp
+
+OPTION
+
+@wp.kernel
+def hessian(x: wp.array(dtype=wp.vec3), n: int, out: wp.array(dtype=wp.vec3)):
+    i = wp.tid()
+    v = x[i]
+    k2 = wp.length(v)
+    m = wp.outer(v, v)
+    LOOP
+        m[k, k] = 1.0
+    out[i] = (m * k2) * v
+"""
+
+
+@pytest.mark.parametrize("loop", ["dynamic", "unrolled"])
+@pytest.mark.parametrize("option", [False, True])
+def test_a_dynamic_loop_overwriting_a_carried_value_needs_both_fixes(loop, option, tmp_path):
+    """The diagonal of a matrix that carries a gradient set in `range(wp.min(n, 3))`, the matrix
+    then multiplied by a value carrying one: two hazards, the stale read after the loop (which the
+    overwrite option does not mend) and the overwrite itself (which unrolling does not). Measured:
+    only the loop unrolled with the option set is right; the message names both fixes."""
+    from test_measured_hazards import _error_in_a_child
+
+    code = OVERWRITTEN.replace("OPTION", "wp.config.enable_vector_component_overwrites = True" if option else "")
+    code = code.replace("LOOP", "for k in range(wp.min(n, 3)):" if loop == "dynamic" else "for k in range(wp.static(3)):")
+    found = lint_code(code, select=["WL103"])
+    if loop == "dynamic":
+        (finding,) = found
+        assert "`m` is multiplied by `k2` on line" in finding.message, finding.message
+        assert ("the write also overwrites a component of a value that carries a gradient" in finding.message) != option
+    else:
+        assert len(found) == (0 if option else 1), [f.message for f in found]
+    error = _error_in_a_child(code, tmp_path) if option else \
+        measure_relative_error(_load_kernel(code, tmp_path / f"overwritten_{loop}.py"))
+    assert (error > TOLERANCE) == (loop == "dynamic" or not option), error

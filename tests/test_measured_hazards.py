@@ -1421,7 +1421,7 @@ def test_components_written_in_a_dynamic_loop_get_a_fix_that_works_there(version
     if version in ("dynamic loop", "option on"):
         (finding,) = found
         assert "is written in each pass of a dynamic loop" in finding.message, finding.message
-        assert "sees `lam` as it was before the loop" in finding.message
+        assert "`lam` is multiplied by `x[k]` on line" in finding.message and "sees `lam` there as it was before the loop" in finding.message
         assert "range(wp.static(N))" in finding.message and "array argument" in finding.message
         assert "[Warp" not in finding.message  # every version (measured from 1.4.2 on, see the rule)
     else:
