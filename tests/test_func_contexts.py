@@ -595,3 +595,49 @@ def test_a_made_func_set_as_a_module_attribute_has_the_callers_of_what_it_replac
              "engine/collision.py": ENGINE_COLLISION.format(options=options) + launch}
     found, why = _contexts(tmp_path, files)["user_scale"]
     assert found == state and "scale_all" in why
+
+
+# newton's collision funcs travel far before a kernel calls them: the support functions are made as a
+# tuple, and each solver factory unpacks it and hands it on, packed again, to the next (six holders
+# between the factory and the kernel here, as there).
+DEEP_CHAIN = """
+import warp as wp
+from factories import make_scale
+
+def make_funcs():
+    first = make_scale(2.0)
+    second = make_scale(3.0)
+    return first, second
+
+def create_outer(funcs=None):
+    if funcs is not None:
+        first, second = funcs
+    else:
+        first, second = make_funcs()
+    return create_middle(funcs=(first, second))
+
+def create_middle(funcs=None):
+    first, second = funcs
+    return create_inner(funcs=(first, second))
+
+def create_inner(funcs=None):
+    first, second = funcs
+
+    @wp.kernel(enable_backward=BACKWARD)
+    def scale_all(a: wp.array(dtype=float)):
+        first(a, wp.tid())
+
+    return scale_all
+
+funcs = make_funcs()
+scale_all = create_outer(funcs=funcs)
+
+""" + recorded_launch("scale_all")
+
+
+# With backward on, the kernel itself comes back through three factories to the recorded launch,
+# which cannot name it: "it is passed around, and the recorded launch may run it" (reported).
+@pytest.mark.parametrize(("backward", "state"), [("False", "forward-only"), ("True", "unknown")])
+def test_a_func_handed_through_many_factories_is_followed(tmp_path, backward, state):
+    files = {"factories.py": FACTORY, "sim.py": DEEP_CHAIN.replace("BACKWARD", backward)}
+    assert _contexts(tmp_path, files)["scale_in_place"][0] == state

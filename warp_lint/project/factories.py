@@ -27,7 +27,9 @@ from warp_lint.project.summary import (
     ReturnOp,
 )
 
-MAX_FACTORY_DEPTH = 4  # factories that return another factory's result, followed this deep
+# Holders a factory's product passes through (locals, parameters, tuple elements, attributes)
+# before a call of it, followed this far: newton's support functions pass six.
+MAX_FACTORY_DEPTH = 8
 _ELEMENT = re.compile(r"\[(\d+)\]")
 _HEAD = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
 UNFOLLOWED = "?"  # what ``_carried`` says of an expression that mentions a holder in a way not followed
