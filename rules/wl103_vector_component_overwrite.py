@@ -308,7 +308,7 @@ class VectorComponentOverwrite(Rule):
                     # needs it, and the backward pass sees the local as it was before the loop.
                     message = _in_dynamic_loop(context, flow, write, dynamic, stale)
                     if reason and not option_on:  # and the overwrite itself, which the option mends
-                        message += (f"; the write also {_also(reason)}, and from Warp 1.7 the adjoint does not cut"
+                        message += (f"; `{write.spelled}` {_also(reason)}, and from Warp 1.7 the adjoint does not cut"
                                     f" the overwritten component's gradient: build the new value instead of writing"
                                     f" components (or set wp.config.{OPTION} = True)")
                     context.report(self, write.node, message, affected_versions="",
@@ -352,22 +352,25 @@ def _in_dynamic_loop(context: FileContext, flow: Dataflow, write: ComponentWrite
     if isinstance(stale, Use):  # read in the passes
         fix = ("keep each pass's values in their own array slots (`acc[it, k]`), which the adjoint reads back"
                " as stored, or move the loop into a @wp.func with a custom adjoint")
-        where = f"the passes read `{name}` ({stale.how or 'used'} on line {context.position(stale.statement)[0].line})"
-    else:
-        fix = (f"unroll the loop up to the length of `{name}` (`for k in range(wp.static(N)):` with `if k < n:`"
-               f" inside), or store the values into an array argument, which the adjoint reads back as stored")
-        line = context.position(stale.node)[0].line
-        how = stale.use.how or "used"
-        where = (f"`{name}` is {how} on line {line} after it" if stale.origins == [stale.use.name] else
-                 f"`{stale.use.name}`, computed from `{name}`, is {how} on line {line} after it")
+        line = context.position(stale.statement)[0].line
+        return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}), and the passes read"
+                f" `{name}` ({stale.how or 'used'} on line {line}): the backward pass replays the passes starting from"
+                f" `{name}` as it was before the loop, so their adjoints read values they never saw and the gradient is"
+                f" wrong, with or without wp.config.{OPTION}; {fix}")
+    fix = (f"unroll the loop up to the length of `{name}` (`for k in range(wp.static(N)):` with `if k < n:`"
+           f" inside), or store the values into an array argument, which the adjoint reads back as stored")
+    line = context.position(stale.node)[0].line
+    how = stale.use.how or "used"
+    where = (f"`{name}` is {how} on line {line} after it" if stale.origins == [stale.use.name] else
+             f"`{stale.use.name}`, computed from `{name}`, is {how} on line {line} after it")
     return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}), and {where}: the backward"
             f" pass sees `{name}` there as it was before the loop, so that gradient is wrong, with or without"
             f" wp.config.{OPTION}; {fix}")
 
 
 def _also(reason: str) -> str:
-    """`_hazard`'s words after "the write also": "overwrites a component of a value that carries ..."."""
-    return reason.removeprefix("is ").replace("assigned inside", "is assigned inside")
+    """`_hazard`'s words with "also": "is also assigned twice", "also overwrites a parameter's component"."""
+    return "is also " + reason.removeprefix("is ") if reason.startswith("is ") else "also " + reason
 
 
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:

@@ -97,7 +97,7 @@ def test_a_dynamic_loop_overwriting_a_carried_value_needs_both_fixes(loop, optio
     if loop == "dynamic":
         (finding,) = found
         assert "`m` is multiplied by `k2` on line" in finding.message, finding.message
-        assert ("the write also overwrites a component of a value that carries a gradient" in finding.message) != option
+        assert ("`m[k, k]` also overwrites a component of a value that carries a gradient" in finding.message) != option
     else:
         assert len(found) == (0 if option else 1), [f.message for f in found]
     error = _error_in_a_child(code, tmp_path) if option else \
