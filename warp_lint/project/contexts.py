@@ -8,6 +8,8 @@ A context says whether a gradient can flow through a definition, decided over th
 - *public*: only the package's public API reaches it, outside every recording of the project:
   its users may record it on their own tape;
 - *unknown*: the model cannot decide (a call or launch it cannot follow), and says what stopped it;
+  in a project that launches kernels and records none, what it cannot follow leads to no
+  recording, and such a definition is *public* instead;
 - *forward-only*: every path to it is outside recordings, or backward is disabled for it, or it
   is reached only through a custom adjoint;
 - *unreachable*: nothing the project runs reaches it, and it is not public API.
