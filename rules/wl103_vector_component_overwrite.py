@@ -307,10 +307,13 @@ class VectorComponentOverwrite(Rule):
                     # Whatever the write overwrites: what the passes wrote is read where an adjoint
                     # needs it, and the backward pass sees the local as it was before the loop.
                     message = _in_dynamic_loop(context, flow, write, dynamic, stale)
-                    if reason and not option_on:  # and the overwrite itself, which the option mends
-                        message += (f"; `{write.spelled}` {_also(reason)}, and from Warp 1.7 the adjoint does not cut"
-                                    f" the overwritten component's gradient: build the new value instead of writing"
-                                    f" components (or set wp.config.{OPTION} = True)")
+                    if reason and not option_on and not isinstance(stale, Use):
+                        # Unrolled, the loop still overwrites a component that carries a gradient, which the
+                        # option mends (measured: right only unrolled and with the option). Slots per pass,
+                        # the fix for a local the passes read, write no component at all.
+                        message += (f"; unrolled, `{write.spelled}` still {_still(reason)}, whose gradient from Warp 1.7"
+                                    f" the adjoint does not cut: build the new value instead of writing components, or"
+                                    f" set wp.config.{OPTION} = True as well")
                     context.report(self, write.node, message, affected_versions="",
                                    data={**function.runtime_data(), **destination_data(function, flow, {write.name})})
                 elif option_on:
@@ -368,9 +371,9 @@ def _in_dynamic_loop(context: FileContext, flow: Dataflow, write: ComponentWrite
             f" wp.config.{OPTION}; {fix}")
 
 
-def _also(reason: str) -> str:
-    """`_hazard`'s words with "also": "is also assigned twice", "also overwrites a parameter's component"."""
-    return "is also " + reason.removeprefix("is ") if reason.startswith("is ") else "also " + reason
+def _still(reason: str) -> str:
+    """`_hazard`'s words after "still": "is assigned twice", "overwrites a parameter's component"."""
+    return reason
 
 
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:
