@@ -831,7 +831,7 @@ def parameter_roles(helper: FunctionModel, names: WarpNames) -> dict[int | str, 
     if cached is not None:
         return cached
     helper._parameter_roles = {}  # a recursion, or a cycle through other helpers
-    flow = Dataflow(helper, names)
+    flow = dataflow_of(helper, names)  # the one the rules read too: computed once
     roles: dict[int | str, str] = {}
     for position, param in enumerate(helper.params):
         # A parameter whose value the helper never uses (an overload that takes only its type: an

@@ -760,6 +760,15 @@ class _BodyScanner:
         if self.imported is None or name is None or name in self.helpers or name in self.model.imported_roles or \
                 name.split(".", 1)[0] in self.shadowed or self.qualify(call.func) is not None:
             return
+        # Asked only where the answer can change a finding, since another file's facts are costly to
+        # compute for every call: an argument that reads an array's element (`zero_like(y[i])`: may
+        # the element be overwritten after?), or a local passed in a dynamic loop (`f(out, ...)`:
+        # does the helper need the value the loop carries?).
+        in_dynamic_loop = any(loop.dynamic for loop in self.loops)
+        if not any((isinstance(node, cst.Subscript) and self.array_of(node.value) is not None)
+                   or (in_dynamic_loop and isinstance(node, cst.Name))
+                   for argument in call.args for node in walk(argument.value)):
+            return
         helper = self.imported(name)
         if helper is not None and helper.roles:
             self.model.imported_roles[name] = helper.roles
