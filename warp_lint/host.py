@@ -204,6 +204,9 @@ class HostEvent:
     call: CallOp | None = dataclasses.field(default=None, repr=False)  # the call, for its arguments
     chain: tuple[CallSite, ...] = ()  # the calls followed from the recording's entry point to here
     captured: bool = False  # made while a CUDA graph is captured: it runs when the graph is launched
+    # In an arm the recorded call's own literal skips: (parameter, literal, function); what other
+    # callers of that function reach, not this one
+    skipped_by: tuple | None = None
 
     def exclusive_with(self, other: HostEvent) -> bool:
         """Whether the two events sit in different arms of one `if` (never both run in one pass)."""

@@ -409,8 +409,8 @@ class Workspace:
         related = finding.related
         if context.state == DIFFERENTIATED and context.reach is not None:
             reach = context.reach
-            notes = [Related(f"recorded on `{reach.tape}` here" if reach.tape else "recorded on a tape here",
-                             reach.region.path, reach.region.start, reach.region.end)]
+            notes = [Related((f"recorded on `{reach.tape}` here" if reach.tape else "recorded on a tape here")
+                             + reach.skipped(), reach.region.path, reach.region.start, reach.region.end)]
             notes += [Related(f"through `{site.callee}`", site.location.path, site.location.start, site.location.end)
                       for site in reach.chain]
             related = related + tuple(notes)

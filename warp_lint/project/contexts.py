@@ -61,11 +61,22 @@ class Reach:
     launch: Location
     entry: str
     chain: tuple  # CallSite, from the entry point to the launch
+    # (parameter, literal, function): the launch sits in an arm this recording's own argument skips
+    # (`step(..., contacts=None)`): what other callers of the function reach, not this one
+    skipped_by: tuple | None = None
 
     def describe(self) -> str:
         tape = f"`{self.tape}`" if self.tape else "a tape"
         through = "".join(f" through `{site.callee}`" for site in self.chain)
-        return f"recorded on {tape} at {where(self.region)}{through}"
+        return f"recorded on {tape} at {where(self.region)}{through}{self.skipped()}"
+
+    def skipped(self) -> str:
+        """`, in an arm that `contacts=None` skips there: callers passing other values reach it`."""
+        if not self.skipped_by:
+            return ""
+        name, literal, function = self.skipped_by
+        return (f", in an arm of `{function.rsplit('.', 1)[-1]}` that `{name}={literal!r}` skips in this recording:"
+                f" callers passing other values reach it")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -272,9 +272,11 @@ class ProjectModel(FactoryFlow, FindingContexts):
                         launches.unnamed_tape.setdefault(kernel, region.location)
                     elif free is not None:
                         launches.gradient_free.setdefault(kernel, (event.location, free))
-                    elif kernel not in launches.recorded:
+                    elif kernel not in launches.recorded or (launches.recorded[kernel].skipped_by
+                                                              and not event.skipped_by):
+                        # A recording whose own arguments run the launch names it best.
                         launches.recorded[kernel] = Reach(region.tape, region.location, event.location,
-                                                          scope.entry, event.chain)
+                                                          scope.entry, event.chain, event.skipped_by)
             for target, event in recording.checked:
                 if target is not None and target.kind == "warp":
                     launches.checked.setdefault(target, event.location)

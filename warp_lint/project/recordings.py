@@ -150,6 +150,9 @@ class Recorder:
         self.loop_frames: dict[int, int] = {}  # loop id -> id() of the frame that opened it
         self.loop_spans: dict[int, LoopSpan] = {}
         self.branch_stack: list[tuple[int, int]] = []
+        # Arms followed under a tape that the call's own literal skips: (if, arm) -> (parameter,
+        # literal, function)
+        self.skipped_arms: dict[tuple[int, int], tuple[str, object, str]] = {}
         self.launches: list[Launch] = []
         self.launch_symbols: list[tuple[Symbol | None, HostEvent]] = []
         self.checked: list[tuple[Symbol | None, HostEvent]] = []  # gradcheck / jacobian targets
@@ -295,7 +298,9 @@ class Recorder:
         chain = frame.chain[:-1] if at is not None else frame.chain
         event = HostEvent(kind, location, statement, self.order,
                           self.region_stack[-1] if self.region_stack else None, tuple(self.loop_stack),
-                          branch=tuple(self.branch_stack), chain=chain, captured=self.capturing > 0, **fields)
+                          branch=tuple(self.branch_stack), chain=chain, captured=self.capturing > 0,
+                          skipped_by=next((self.skipped_arms[arm] for arm in self.branch_stack
+                                           if arm in self.skipped_arms), None), **fields)
         self.events.append(event)
         return event
 
@@ -359,6 +364,10 @@ class Recorder:
                     self.branch_stack.append((branch_id, 0))
                 else:
                     self.branch_stack[-1] = (branch_id, op.arm)
+                if self.region_stack:
+                    failing = self._failing_literal(frame, op)
+                    if failing is not None:
+                        self.skipped_arms[(branch_id, op.arm)] = (*failing, frame.function.qualname)
                 if op.on is not None:
                     self._count_arm_passes(frame, branch_id, op)
             elif kind is EndIfOp:
@@ -375,17 +384,18 @@ class Recorder:
         if op.dead:
             return True
         if not self.region_stack:
-            return self._passed_false(frame, op)
+            return self._failing_literal(frame, op) is not None
         return op.gradients is False or bool(op.conditions) and any(
             refused <= set(op.conditions) for refused in self.index.gradient_free_conditions())
 
     @staticmethod
-    def _passed_false(frame: Frame, op: ArmOp) -> bool:
-        """Whether the arm needs of a parameter (`if on_tape:`, `if contacts is not None:`) what the
-        literal this call passes does not give: the arm never runs here (`_loss(q, on_tape=False)`).
-        Asked only outside tapes: what a recorded call can reach with other arguments is what
-        users of the same function differentiate (`solver.step(..., contacts=None)` in a test
-        still reaches the contact kernels `step` launches for callers that pass contacts)."""
+    def _failing_literal(frame: Frame, op: ArmOp) -> tuple[str, object] | None:
+        """The parameter and the literal this call passes it where the arm needs of it (`if on_tape:`,
+        `if contacts is not None:`) what the literal does not give: the arm never runs here
+        (`_loss(q, on_tape=False)`). Outside tapes such an arm is not followed; under a tape it is
+        (what a recorded call can reach with other arguments is what users of the same function
+        differentiate: `solver.step(..., contacts=None)` in a test still reaches the contact
+        kernels `step` launches for callers that pass contacts), and its events say so."""
         for name, kind in op.requires:
             literal = frame.literals.get(name, NOT_LITERAL) if name not in frame.assumed else NOT_LITERAL
             if literal is NOT_LITERAL:
@@ -393,8 +403,8 @@ class Recorder:
             holds = {"truthy": bool(literal), "falsy": not literal, "none": literal is None,
                      "not-none": literal is not None}[kind]
             if not holds:
-                return True
-        return False
+                return name, literal
+        return None
 
     def _count_arm_passes(self, frame: Frame, branch_id: int, op: ArmOp) -> None:
         """An arm that tests the target of an enclosing loop over literal constants runs in as many
