@@ -63,3 +63,15 @@ def expected(folder: Path) -> list[tuple[str, int, str]]:
     return sorted((path.relative_to(folder).as_posix(), number, line.rsplit("# expect: ", 1)[1].strip())
                   for path in folder.rglob("*.py")
                   for number, line in enumerate(path.read_text().splitlines(), 1) if "# expect: " in line)
+
+
+def line_of(path: Path, text: str) -> int:
+    """The number of the first line of ``path`` that holds ``text``."""
+    return next(n for n, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def explain(path: Path, text: str, capsys) -> str:
+    """What `warp-lint explain` prints for the first line of ``path`` that holds ``text``."""
+    warp_lint(["explain", "--no-cache", f"{path}:{line_of(path, text)}"])
+    return capsys.readouterr().out
+

@@ -14,9 +14,7 @@ part of the program that runs without torch (tape against central differences).
 from __future__ import annotations
 
 import pytest
-from programs import expected, findings, measure, write_program
-
-from warp_lint.cli import main as warp_lint
+from programs import expected, explain, findings, measure, write_program
 
 KERNEL = """
 import warp as wp
@@ -176,18 +174,12 @@ def test_a_kernel_is_reported_where_a_recording_reaches_it(name, folders, tmp_pa
 
 
 def test_explain_names_the_recording_in_forward(folders, capsys):
-    kernels = folders["through-apply"] / "ops" / "kernels.py"
-    line = next(n for n, text in enumerate(kernels.read_text().splitlines(), 1) if "x[i] = 0.0" in text)
-    warp_lint(["explain", "--no-cache", f"{kernels}:{line}"])
-    out = capsys.readouterr().out
+    out = explain(folders["through-apply"] / "ops" / "kernels.py", "x[i] = 0.0", capsys)
     assert "differentiated" in out and "recorded on `ctx.tape`" in out and "Square.forward" in out, out
 
 
 def test_forward_without_a_tape_leaves_the_kernel_public(folders, capsys):
-    kernels = folders["no-tape"] / "ops" / "kernels.py"
-    line = next(n for n, text in enumerate(kernels.read_text().splitlines(), 1) if "x[i] = 0.0" in text)
-    warp_lint(["explain", "--no-cache", f"{kernels}:{line}"])
-    out = capsys.readouterr().out
+    out = explain(folders["no-tape"] / "ops" / "kernels.py", "x[i] = 0.0", capsys)
     assert ": public" in out, out
 
 

@@ -11,7 +11,7 @@ of kernels alone, which launches nothing yet, says nothing of how they will run 
 from __future__ import annotations
 
 import pytest
-from programs import expected, findings, write_program
+from programs import expected, explain, findings, line_of, write_program
 
 from warp_lint.cli import main as warp_lint
 
@@ -99,10 +99,8 @@ def test_unknown_is_reported_only_where_the_project_records(name, folders, tmp_p
 
 def test_explain_says_the_project_records_nothing(folders, capsys):
     operators = folders["forward-only"] / "ops" / "operators.py"
-    line = next(n for n, text in enumerate(operators.read_text().splitlines(), 1) if "v[0] = v[0]" in text)
-    warp_lint(["explain", "--no-cache", f"{operators}:{line}"])
-    out = capsys.readouterr().out
+    out = explain(operators, "v[0] = v[0]", capsys)
     assert ": public" in out and "nothing in the project records a tape" in out, out
     warp_lint(["check", "--no-cache", "--report-contexts", "public", "--output-format", "concise",
                str(folders["forward-only"])])
-    assert f"operators.py:{line}:" in capsys.readouterr().out  # found, and hidden by default only for its context
+    assert f"operators.py:{line_of(operators, 'v[0] = v[0]')}:" in capsys.readouterr().out  # found, and hidden by default only for its context
