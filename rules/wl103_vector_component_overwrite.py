@@ -306,7 +306,7 @@ class VectorComponentOverwrite(Rule):
                 if stale is not None:
                     # Whatever the write overwrites: what the passes wrote is read where an adjoint
                     # needs it, and the backward pass sees the local as it was before the loop.
-                    message = _in_dynamic_loop(context, flow, write, dynamic, stale)
+                    message = _in_dynamic_loop(context, function, flow, write, dynamic, stale)
                     if reason and not option_on and not isinstance(stale, Use):
                         # Unrolled, the loop still overwrites a component that carries a gradient, which the
                         # option mends (measured: right only unrolled and with the option). Slots per pass,
@@ -345,8 +345,8 @@ def _stale_read(flow: Dataflow, write: ComponentWrite, loop: Loop) -> Use | Stal
     return inside or first_stale_use(flow, loop, {write.name})
 
 
-def _in_dynamic_loop(context: FileContext, flow: Dataflow, write: ComponentWrite, loop: Loop,
-                     stale: Use | StaleUse) -> str:
+def _in_dynamic_loop(context: FileContext, function: FunctionModel, flow: Dataflow, write: ComponentWrite,
+                     loop: Loop, stale: Use | StaleUse) -> str:
     """A component written in every pass of a dynamic loop and read where an adjoint needs it: the
     backward pass sees the local as it was before the loop there (measured on 1.19, with or without
     the overwrite option), so the fix is a static loop or memory the adjoint reads back; a local the
@@ -355,6 +355,9 @@ def _in_dynamic_loop(context: FileContext, flow: Dataflow, write: ComponentWrite
     if isinstance(stale, Use):  # read in the passes
         fix = ("keep each pass's values in their own array slots (`acc[it, k]`), which the adjoint reads back"
                " as stored, or move the loop into a @wp.func with a custom adjoint")
+        others = _carried_besides(function, flow, loop, name)
+        if others:  # slots for this one alone leave the gradient wrong (measured by a judge on newton)
+            fix += f" (the passes also carry {', '.join(f'`{other}`' for other in others)}: slots for those too)"
         line = context.position(stale.statement)[0].line
         return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}), and the passes read"
                 f" `{name}` ({stale.how or 'used'} on line {line}): the backward pass replays the passes starting from"
@@ -369,6 +372,20 @@ def _in_dynamic_loop(context: FileContext, flow: Dataflow, write: ComponentWrite
     return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}), and {where}: the backward"
             f" pass sees `{name}` there as it was before the loop, so that gradient is wrong, with or without"
             f" wp.config.{OPTION}; {fix}")
+
+
+def _carried_besides(function: FunctionModel, flow: Dataflow, loop: Loop, name: str) -> list[str]:
+    """The other locals ``loop`` carries from pass to pass, in the order the loop first assigns
+    them: defined before it (or parameters), assigned again in it, and read by a pass before it
+    assigns them (``Dataflow.carried``; a temporary each pass assigns first is not carried)."""
+    before = {b.name for b in function.bindings if b.order < loop.start_order}
+    before |= {p.name for p in function.params if not p.type.is_array}
+    found: list[str] = []
+    for binding in function.bindings:
+        if loop in binding.loops and binding.name in before and binding.name != name and binding.name not in found \
+                and flow.carried(binding.name, loop):
+            found.append(binding.name)
+    return found
 
 
 def _still(reason: str) -> str:
