@@ -353,11 +353,14 @@ def _in_dynamic_loop(context: FileContext, function: FunctionModel, flow: Datafl
     passes also read (an accumulator) needs its own slot per pass."""
     name = write.name
     if isinstance(stale, Use):  # read in the passes
-        fix = ("keep each pass's values in their own array slots (`acc[it, k]`), which the adjoint reads back"
-               " as stored, or move the loop into a @wp.func with a custom adjoint")
-        others = _carried_besides(function, flow, loop, name)
-        if others:  # slots for this one alone leave the gradient wrong (measured by a judge on newton)
-            fix += f" (the passes also carry {', '.join(f'`{other}`' for other in others)}: slots for those too)"
+        fix = ("keep each pass's values in their own array slots (one per thread and pass, `acc[tid, it, k]`),"
+               " which the adjoint reads back as stored, or move the loop into a @wp.func with a custom adjoint")
+        carried, read_after = _carried_besides(function, flow, loop, name)
+        if carried or read_after:  # slots for this one alone leave the gradient wrong (measured by a judge on newton)
+            also = [f"carries {_names(carried)} from pass to pass"] if carried else []
+            also += [f"sets {_names(read_after)}, read after it" if len(read_after) > 1 else
+                     f"sets {_names(read_after)}, which is read after it"] if read_after else []
+            fix += f" (the loop also {' and '.join(also)}: those need the same)"
         line = context.position(stale.statement)[0].line
         return (f"`{write.spelled}` is written in each pass of a dynamic loop ({loop.reason}), and the passes read"
                 f" `{name}` ({stale.how or 'used'} on line {line}): the backward pass replays the passes starting from"
@@ -374,18 +377,31 @@ def _in_dynamic_loop(context: FileContext, function: FunctionModel, flow: Datafl
             f" wp.config.{OPTION}; {fix}")
 
 
-def _carried_besides(function: FunctionModel, flow: Dataflow, loop: Loop, name: str) -> list[str]:
-    """The other locals ``loop`` carries from pass to pass, in the order the loop first assigns
-    them: defined before it (or parameters), assigned again in it, and read by a pass before it
-    assigns them (``Dataflow.carried``; a temporary each pass assigns first is not carried)."""
+def _carried_besides(function: FunctionModel, flow: Dataflow, loop: Loop, name: str
+                     ) -> tuple[list[str], list[str]]:
+    """The other locals ``loop`` changes that the backward pass would see stale, in the order the
+    loop first assigns them: defined before it (or parameters) and assigned again in it, then either
+    read by a pass before it assigns them (``Dataflow.carried``; a temporary each pass assigns first
+    is not carried) or read after the loop (a flag: `fired = True` in it, `if not fired:` after)."""
     before = {b.name for b in function.bindings if b.order < loop.start_order}
     before |= {p.name for p in function.params if not p.type.is_array}
-    found: list[str] = []
+    inside = [u.sequence for u in flow.uses if loop in u.loops]
+    end = max(inside, default=0)
+    carried: list[str] = []
+    read_after: list[str] = []
     for binding in function.bindings:
-        if loop in binding.loops and binding.name in before and binding.name != name and binding.name not in found \
-                and flow.carried(binding.name, loop):
-            found.append(binding.name)
-    return found
+        other = binding.name
+        if loop not in binding.loops or other not in before or other == name or other in carried + read_after:
+            continue
+        if flow.carried(other, loop):
+            carried.append(other)
+        elif any(u.name == other and u.sequence > end and loop not in u.loops for u in flow.uses):
+            read_after.append(other)
+    return carried, read_after
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"`{name}`" for name in names)
 
 
 def _still(reason: str) -> str:

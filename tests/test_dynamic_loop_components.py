@@ -146,4 +146,16 @@ def test_the_message_names_the_other_locals_the_passes_carry():
         "            lam[k] = lam[k] * x[k] + 0.1\n",
         "            t = x[k] * 2.0\n            lam[k] = lam[k] * t + 0.1 * speed\n            speed = speed * 0.9\n")
     (finding,) = lint_code(code, select=["WL103"])
-    assert "(the passes also carry `speed`: slots for those too)" in finding.message, finding.message
+    assert "(the loop also carries `speed` from pass to pass: those need the same)" in finding.message, finding.message
+
+
+def test_the_message_names_a_flag_the_loop_sets_and_reads_after_it():
+    """`fired = True` in the passes, `if not fired: return` after: the backward pass sees the flag
+    as it was before the loop and skips every adjoint (a judge measured it on newton); slots for
+    the vector alone leave that, so the message names it."""
+    code = ACCUMULATED.replace("OPTION", "").replace(
+        "    lam = wp.vec4(1.0, 1.0, 1.0, 1.0)\n", "    lam = wp.vec4(1.0, 1.0, 1.0, 1.0)\n    fired = bool(False)\n").replace(
+        "            lam[k] = lam[k] * x[k] + 0.1\n", "            lam[k] = lam[k] * x[k] + 0.1\n            fired = True\n").replace(
+        "    out[0] = ", "    if not fired:\n        return\n    out[0] = ")
+    (finding,) = lint_code(code, select=["WL103"])
+    assert "(the loop also sets `fired`, which is read after it: those need the same)" in finding.message, finding.message

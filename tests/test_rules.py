@@ -247,7 +247,7 @@ def sweep(x: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
 """
     (finding,) = lint_code(code, select=["WL103"])
     assert "is written in each pass of a dynamic loop" in finding.message
-    assert "their own array slots (`acc[it, k]`)" in finding.message, finding.message
+    assert "their own array slots (one per thread and pass, `acc[tid, it, k]`)" in finding.message, finding.message
 
 
 def test_a_carried_value_whose_product_is_only_compared_is_named_as_compared_and_a_func_gets_a_custom_adjoint():
