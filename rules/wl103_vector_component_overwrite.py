@@ -9,7 +9,7 @@ from warp_lint.kernel_facts import destination_data, local_containers
 from warp_lint.kernels import ComponentWrite, FunctionModel, LocalBinding, Loop, mutually_exclusive
 from warp_lint.rule import Example, Rule
 from warp_lint.same_element import may_touch_again
-from warp_lint.stale_after_loop import StaleUse, first_stale_use
+from warp_lint.stale_after_loop import StaleUse, first_stale_use, loop_end
 from warp_lint.warp_types import BITWISE_AUGMENTED_OPERATORS
 
 OPTION = "enable_vector_component_overwrites"
@@ -311,7 +311,7 @@ class VectorComponentOverwrite(Rule):
                         # Unrolled, the loop still overwrites a component that carries a gradient, which the
                         # option mends (measured: right only unrolled and with the option). Slots per pass,
                         # the fix for a local the passes read, write no component at all.
-                        message += (f"; unrolled, `{write.spelled}` still {_still(reason)}, whose gradient from Warp 1.7"
+                        message += (f"; unrolled, `{write.spelled}` still {reason}, whose gradient from Warp 1.7"
                                     f" the adjoint does not cut: build the new value instead of writing components, or"
                                     f" set wp.config.{OPTION} = True as well")
                     context.report(self, write.node, message, affected_versions="",
@@ -385,8 +385,7 @@ def _carried_besides(function: FunctionModel, flow: Dataflow, loop: Loop, name: 
     is not carried) or read after the loop (a flag: `fired = True` in it, `if not fired:` after)."""
     before = {b.name for b in function.bindings if b.order < loop.start_order}
     before |= {p.name for p in function.params if not p.type.is_array}
-    inside = [u.sequence for u in flow.uses if loop in u.loops]
-    end = max(inside, default=0)
+    end = loop_end(flow, loop)
     carried: list[str] = []
     read_after: list[str] = []
     for binding in function.bindings:
@@ -402,11 +401,6 @@ def _carried_besides(function: FunctionModel, flow: Dataflow, loop: Loop, name: 
 
 def _names(names: list[str]) -> str:
     return ", ".join(f"`{name}`" for name in names)
-
-
-def _still(reason: str) -> str:
-    """`_hazard`'s words after "still": "is assigned twice", "overwrites a parameter's component"."""
-    return reason
 
 
 def _hazard(context, function, write: ComponentWrite, binding: LocalBinding | None, repeated: bool) -> str | None:

@@ -164,7 +164,7 @@ def _clamped(context: FileContext, node: cst.CSTNode) -> bool:
     return isinstance(node, cst.Call) and context.names.qualify(node.func) in CLAMPS
 
 
-SQUARING_CALLS = {"warp.abs", "warp.length", "warp.length_sq", "warp.sqrt", "warp.exp"}  # never negative
+NEVER_NEGATIVE_CALLS = {"warp.abs", "warp.length", "warp.length_sq", "warp.sqrt", "warp.exp"}  # never negative
 
 
 def _sign(context: FileContext, node: cst.BaseExpression) -> int:
@@ -193,6 +193,6 @@ def _sign(context: FileContext, node: cst.BaseExpression) -> int:
         callee = context.names.qualify(node.func)
         if callee is None or not callee.startswith("warp.") or callee in ("warp.float16", "warp.float32", "warp.float64"):
             return _sign(context, node.args[0].value)
-    if isinstance(node, cst.Call) and context.names.qualify(node.func) in SQUARING_CALLS:
+    if isinstance(node, cst.Call) and context.names.qualify(node.func) in NEVER_NEGATIVE_CALLS:
         return 1
     return 0

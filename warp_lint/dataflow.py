@@ -523,9 +523,7 @@ class Dataflow:
             return self.function.imported_roles.get(name, {})  # another file's, by its facts
         if any(getattr(helper, "node", None) is None for helper in overloads):
             return {}  # one known only by its effects
-        found = [parameter_roles(helper, self.names) for helper in overloads]
-        agreed = {key: role for key, role in found[0].items() if all(other.get(key) == role for other in found[1:])}
-        return agreed
+        return agreed_parameter_roles(overloads, self.names)
 
     # -- activity ---------------------------------------------------------------------------
     def free(self, node) -> bool:
@@ -853,6 +851,12 @@ def parameter_roles(helper: FunctionModel, names: WarpNames) -> dict[int | str, 
         roles[position] = roles[param.name] = role
     helper._parameter_roles = roles
     return roles
+
+
+def agreed_parameter_roles(overloads: list[FunctionModel], names: WarpNames) -> dict[int | str, str]:
+    """``parameter_roles`` of a `@wp.func`'s overloads, where every one of them agrees."""
+    found = [parameter_roles(overload, names) for overload in overloads]
+    return {key: role for key, role in found[0].items() if all(other.get(key) == role for other in found[1:])}
 
 
 def dataflow_of(function: FunctionModel, names: WarpNames, fields: bool = False) -> Dataflow:

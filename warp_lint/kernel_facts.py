@@ -14,7 +14,7 @@ import dataclasses
 import libcst as cst
 
 from warp_lint.cst_walk import walk
-from warp_lint.dataflow import INDEX, LINEAR, dataflow_of, parameter_roles
+from warp_lint.dataflow import INDEX, LINEAR, agreed_parameter_roles, dataflow_of
 from warp_lint.kernels import FunctionModel, KernelIndex, bound_arguments, mutually_exclusive, struct_field_effects
 from warp_lint.names import WarpNames
 
@@ -224,10 +224,7 @@ def kernel_facts(function: FunctionModel, index: KernelIndex, names: WarpNames) 
 
 def _agreed_roles(function: FunctionModel, index: KernelIndex, names: WarpNames) -> dict:
     """``dataflow.parameter_roles`` of a `@wp.func`, where every overload of its name agrees."""
-    if function.kind != "func":
-        return {}
-    found = [parameter_roles(overload, names) for overload in index.by_name(function.name)]
-    return {key: role for key, role in found[0].items() if all(other.get(key) == role for other in found[1:])}
+    return agreed_parameter_roles(index.by_name(function.name), names) if function.kind == "func" else {}
 
 
 def _gradient_writes(function: FunctionModel, names: WarpNames, index: KernelIndex,

@@ -34,8 +34,7 @@ class StaleUse:
 def first_stale_use(flow: Dataflow, loop: Loop, carried: set[str]) -> StaleUse | None:
     """The first use after ``loop`` whose adjoint needs the value of a local in ``carried`` (which
     the loop changes), or of a local computed from one after the loop, in program order."""
-    inside = [u.sequence for u in flow.uses if loop in u.loops]
-    end = max(inside, default=flow.sequence.get(id(loop.node), 0))
+    end = loop_end(flow, loop)
     # Each stale local, with the carried locals its value comes from.
     stale: dict[str, set[str]] = {name: {name} for name in carried}
     statements: dict[int, list[Use]] = {}
@@ -65,6 +64,12 @@ def first_stale_use(flow: Dataflow, loop: Loop, carried: set[str]) -> StaleUse |
                 else:
                     stale.pop(name, None)
     return None
+
+
+def loop_end(flow: Dataflow, loop: Loop) -> int:
+    """The sequence number of the last use inside ``loop`` (of the loop itself where it has none):
+    a use numbered after it, outside the loop, comes after the loop."""
+    return max((u.sequence for u in flow.uses if loop in u.loops), default=flow.sequence.get(id(loop.node), 0))
 
 
 def arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
