@@ -34,7 +34,7 @@ def test_example(case):
 
 @pytest.mark.parametrize("rule", RULES, ids=lambda rule: rule.code)
 def test_rule_shape(rule):
-    assert re.fullmatch(r"WL[1-3]\d\d", rule.code), "code policy: WL1xx kernel, WL2xx host, WL3xx API"
+    assert re.fullmatch(r"WL[1-4]\d\d", rule.code), "code policy: WL1xx kernel, WL2xx host, WL3xx API, WL4xx torch"
     assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)*", rule.name)
     assert rule.INVALID and rule.VALID, "every rule has good and bad examples"
     missing = [s for s in REQUIRED_SECTIONS if s not in rule.sections()]
@@ -58,7 +58,7 @@ def test_rules_folder_is_flat_and_every_module_is_one_rule():
     assert not [p for p in (ROOT / "rules").iterdir() if p.is_dir() and p.name != "__pycache__"]
     assert len(modules) == len(all_rules())
     for module in modules:
-        assert module.startswith(("wl1", "wl2", "wl3")), module
+        assert module.startswith(("wl1", "wl2", "wl3", "wl4")), module
         text = (ROOT / "rules" / f"{module}.py").read_text()
         assert "from rules" not in text and "import rules" not in text, "rules import only warp_lint"
 

@@ -18,6 +18,7 @@ from warp_lint.finding import Finding, Related
 from warp_lint.host import HostEvent, HostScope, Launch, Location, TapeRegion
 from warp_lint.project.index import WarpDefinition
 from warp_lint.project.model import ProjectModel
+from warp_lint.project.torch_functions import TorchFunction, torch_functions
 
 if TYPE_CHECKING:
     from warp_lint.rule import Rule
@@ -31,6 +32,7 @@ class ProjectContext:
         self.findings: list[Finding] = []
         self._reported: set[tuple[str, str, int, int]] = set()
         self._scopes = scopes
+        self._torch_functions: list[TorchFunction] | None = None
 
     @property
     def host_scopes(self) -> list[HostScope]:
@@ -40,6 +42,14 @@ class ProjectContext:
     def definition(self, launch: Launch) -> WarpDefinition | None:
         """The kernel definition a launch names (its decorator, why its backward is off)."""
         return self.model.definition(launch.symbol) if launch.symbol is not None else None
+
+    @property
+    def torch_functions(self) -> list[TorchFunction]:
+        """The project's `torch.autograd.Function` classes, with what their `forward` wraps and
+        their `backward` seeds and returns."""
+        if self._torch_functions is None:
+            self._torch_functions = list(torch_functions(self.model.index))
+        return self._torch_functions
 
     def struct_names(self) -> set[str]:
         return self.model.struct_names()
