@@ -26,8 +26,10 @@ class TorchGradOutputZeroed(Rule):
     another input's gradient is silently zero.
 
     ## Fix safety
-    No automatic fix: seed from a copy, `wp.from_torch(grad_y.clone())`, or copy into the array's
-    own gradient, `y.grad.assign(wp.from_torch(grad_y))` (allocate `y` with `requires_grad=True`).
+    No automatic fix: copy into the array's own gradient, `y.grad.assign(wp.from_torch(grad_y))`
+    (allocate `y` with `requires_grad=True`), or seed from a copy, `wp.from_torch(grad_y.clone())`.
+    The copy into `.grad` also holds where the seeded array is read by a captured CUDA graph, which
+    keeps reading the gradient array it was captured with.
 
     ## Warp versions
     1.13 and later (the zeroing came in 1.13). Measured on Warp 1.19.0 with torch 2.13 (CPU), `y = x*x` recorded in `forward`, two calls `((F.apply(a) +
@@ -133,23 +135,31 @@ class TorchGradOutputZeroed(Rule):
 
     def check(self, context: ProjectContext) -> None:
         for function in context.torch_functions:
+            # one report per seeding statement, citing every call from `backward` that reaches it
+            callers: dict[tuple, list] = {}
+            for seed in function.seeds:
+                callers.setdefault((seed.location.path, seed.location.line, seed.location.column), []).extend(
+                    seed.via[:1])
             for seed in function.seeds:
                 if seed.how == "grads" and function.own_gradient(seed.holder, context.model.index) is not False:
                     continue  # Warp copies the seed into the array's own gradient
                 if seed.how == "assign":
                     made = f"`{seed.written}` makes `{seed.array}`'s gradient"
+                    fix = f"copy it into the array's own gradient, `{seed.array}.grad.assign({seed.wrap})`, or"
                 else:
                     made = (f"`{seed.written}`, for an array `{seed.array}` allocated without `requires_grad`, makes"
                             f" its gradient")
+                    fix = f"allocate `{seed.array}` with `requires_grad=True` (Warp then copies the seed), or"
                 wrapped = f"`{seed.wrap}`"
                 if seed.wrapped_at.line != seed.location.line or seed.wrapped_at.path != seed.location.path:
                     wrapped += f" ({context.where(seed.wrapped_at, seed.location)})"
+                calls = callers[(seed.location.path, seed.location.line, seed.location.column)]
                 context.report(self, seed.location, (
                     f"{made} the memory of torch's incoming gradient ({seed.gradient}) itself: {wrapped} copies"
                     f" nothing, and `tape.backward()` zeroes that gradient in place once it has used it, so torch's"
                     f" tensor becomes zeros; torch hands the same tensor to other functions' `backward` (both terms"
-                    f" of `a + b`, every other use of this output), whose inputs then get a zero gradient; seed from"
-                    f" a copy (`.clone()` the tensor before `wp.from_torch`)"),
+                    f" of `a + b`, every other use of this output), whose inputs then get a zero gradient; {fix}"
+                    f" seed from a copy (`.clone()` the tensor before `wp.from_torch`)"),
                     data={"host": True},
                     related=[(f"`{function.name}.backward` hands it the incoming gradient here", where)
-                             for where in seed.via])
+                             for where in dict.fromkeys(calls)])
