@@ -20,16 +20,16 @@ class TorchGradOutputZeroed(Rule):
     ## Why is this bad?
     `wp.from_torch` copies nothing, so the array's gradient *is* torch's tensor. From 1.13,
     `backward()` zeroes the gradient of every array the recorded launches wrote once their
-    adjoints have used it, so torch's tensor is zeroed in place. Torch hands the same gradient
-    tensor to several functions' `backward` (both terms of `a + b`, every use of one output), and
-    a caller may keep it as a seed buffer: whatever reads it after this `backward` gets zeros, so
-    another input's gradient is silently zero.
+    adjoints have used it, so torch's tensor is zeroed in place (`tape.zero()` zeroes it too).
+    Torch hands one gradient tensor to every term of a sum (`f(a) + g(b)`: both `backward`s get
+    the same tensor), and a caller may keep it as a seed buffer: whatever reads it after this
+    `backward` gets zeros, so another input's gradient is silently zero.
 
     ## Fix safety
     No automatic fix: copy into the array's own gradient, `y.grad.assign(wp.from_torch(grad_y))`
-    (allocate `y` with `requires_grad=True`), or seed from a copy, `wp.from_torch(grad_y.clone())`.
-    The copy into `.grad` also holds where the seeded array is read by a captured CUDA graph, which
-    keeps reading the gradient array it was captured with.
+    (allocate `y` with `requires_grad=True`; `grads=` then copies too). Seeding from a copy,
+    `wp.from_torch(grad_y.clone())`, also keeps torch's tensor, but not where a captured CUDA graph
+    runs the backward: the graph keeps reading the gradient array it was captured with.
 
     ## Warp versions
     1.13 and later (the zeroing came in 1.13). Measured on Warp 1.19.0 with torch 2.13 (CPU), `y = x*x` recorded in `forward`, two calls `((F.apply(a) +
@@ -145,21 +145,21 @@ class TorchGradOutputZeroed(Rule):
                     continue  # Warp copies the seed into the array's own gradient
                 if seed.how == "assign":
                     made = f"`{seed.written}` makes `{seed.array}`'s gradient"
-                    fix = f"copy it into the array's own gradient, `{seed.array}.grad.assign({seed.wrap})`, or"
+                    fix = f"copy it into the array's own gradient instead, `{seed.array}.grad.assign({seed.wrap})`"
                 else:
                     made = (f"`{seed.written}`, for an array `{seed.array}` allocated without `requires_grad`, makes"
                             f" its gradient")
-                    fix = f"allocate `{seed.array}` with `requires_grad=True` (Warp then copies the seed), or"
+                    fix = f"allocate `{seed.array}` with `requires_grad=True`, and Warp copies the seed into it"
                 wrapped = f"`{seed.wrap}`"
                 if seed.wrapped_at.line != seed.location.line or seed.wrapped_at.path != seed.location.path:
                     wrapped += f" ({context.where(seed.wrapped_at, seed.location)})"
                 calls = callers[(seed.location.path, seed.location.line, seed.location.column)]
                 context.report(self, seed.location, (
                     f"{made} the memory of torch's incoming gradient ({seed.gradient}) itself: {wrapped} copies"
-                    f" nothing, and `tape.backward()` zeroes that gradient in place once it has used it, so torch's"
-                    f" tensor becomes zeros; torch hands the same tensor to other functions' `backward` (both terms"
-                    f" of `a + b`, every other use of this output), whose inputs then get a zero gradient; {fix}"
-                    f" seed from a copy (`.clone()` the tensor before `wp.from_torch`)"),
+                    f" nothing, and `tape.backward()` zeroes that gradient in place once it has used it (so does"
+                    f" `tape.zero()`), so torch's tensor becomes zeros; torch hands one gradient tensor to every"
+                    f" term of a sum (`f(a) + g(b)`), so a term whose `backward` runs after this one gets a zero"
+                    f" gradient; {fix}"),
                     data={"host": True},
                     related=[(f"`{function.name}.backward` hands it the incoming gradient here", where)
                              for where in dict.fromkeys(calls)])
