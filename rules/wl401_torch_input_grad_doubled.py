@@ -48,6 +48,7 @@ class TorchInputGradDoubled(Rule):
     code = "WL401"
     name = "torch-input-grad-doubled"
     level = "project"
+    reads_recordings = False
 
     VALID = [
         Example("""

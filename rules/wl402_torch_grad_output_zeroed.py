@@ -48,6 +48,7 @@ class TorchGradOutputZeroed(Rule):
     name = "torch-grad-output-zeroed"
     affected_versions = ">=1.13"
     level = "project"
+    reads_recordings = False
 
     VALID = [
         Example("""
@@ -136,10 +137,16 @@ class TorchGradOutputZeroed(Rule):
     def check(self, context: ProjectContext) -> None:
         for function in context.torch_functions:
             # one report per seeding statement, citing every call from `backward` that reaches it
-            callers: dict[tuple, list] = {}
+            callers: dict[tuple, dict] = {}
             for seed in function.seeds:
-                callers.setdefault((seed.location.path, seed.location.line, seed.location.column), []).extend(
-                    seed.via[:1])
+                called = callers.setdefault((seed.location.path, seed.location.line, seed.location.column), {})
+                for where in seed.via[:1]:
+                    note = f"`{function.name}.backward` hands it the incoming gradient here"
+                    if seed.replayed_at is not None:
+                        note += (f"; this arm then replays a captured graph ({context.where(seed.replayed_at, where)}),"
+                                 f" which reads the gradient array it was captured with: there the new one is"
+                                 f" ignored, and the copy into `.grad` is the fix too")
+                    called.setdefault(where, note)
             for seed in function.seeds:
                 if seed.how == "grads" and function.own_gradient(seed.holder, context.model.index) is not False:
                     continue  # Warp copies the seed into the array's own gradient
@@ -161,5 +168,4 @@ class TorchGradOutputZeroed(Rule):
                     f" term of a sum (`f(a) + g(b)`), so a term whose `backward` runs after this one gets a zero"
                     f" gradient; {fix}"),
                     data={"host": True},
-                    related=[(f"`{function.name}.backward` hands it the incoming gradient here", where)
-                             for where in dict.fromkeys(calls)])
+                    related=[(note, where) for where, note in calls.items()])

@@ -39,6 +39,7 @@ class TorchReturnedGradZeroed(Rule):
     code = "WL403"
     name = "torch-returned-grad-zeroed"
     level = "project"
+    reads_recordings = False
 
     VALID = [
         Example("""

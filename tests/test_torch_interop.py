@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from programs import expected, findings, measure, write_program
+from programs import expected, findings, measure, report, write_program
 
 if not os.environ.get("CI"):
     pytest.importorskip("torch")
@@ -238,3 +238,46 @@ def test_the_zeroed_view_gives_no_gradient_at_all(measured):
 
     result = measured["wl216-hazard"]
     assert np.allclose(result["ad"], 0.0) and not np.allclose(result["fd"], 0.0)
+
+
+SEEDING_HELPER = """
+import torch
+import warp as wp
+
+
+def seed_outputs(state, names, grads):
+    for name, grad in zip(names, grads):
+        array = getattr(state, name)
+        array.grad = wp.from_torch(grad, dtype=array.dtype)
+
+
+class Step(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, sim, *tensors):
+        ctx.sim = sim
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        grads = [g.contiguous() for g in grads]
+        if ctx.sim.graph is not None:
+            seed_outputs(ctx.sim.state, ctx.sim.names, grads)
+            wp.capture_launch(ctx.sim.backward_graph)
+        else:
+            seed_outputs(ctx.sim.state, ctx.sim.names, grads)
+            ctx.sim.tape.backward()
+        return (None, *[None for _ in grads])
+"""
+
+
+def test_a_seed_made_in_a_helper_cites_each_call_and_says_where_a_graph_replays_it(tmp_path):
+    """WL402 follows incoming gradients through a comprehension, a loop over `zip` and a helper, and
+    tells the arm that replays a captured graph (which never reads the new array) from the arm that
+    runs the tape (whose backward zeroes torch's tensor)."""
+    folder = write_program(tmp_path / "seeding-helper", {"step.py": SEEDING_HELPER})
+    found = [f for f in report(folder, tmp_path) if f["code"] == "WL402"]
+    assert [f["location"]["row"] for f in found] == [8]
+    notes = {r["location"]["row"]: r["message"] for r in found[0]["related"]}
+    assert sorted(notes) == [22, 25]
+    assert "replays a captured graph (line 23)" in notes[22] and "captured" not in notes[25]
+    assert "array.grad.assign(wp.from_torch(grad, dtype=array.dtype))" in found[0]["message"]

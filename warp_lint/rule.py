@@ -50,6 +50,9 @@ class Rule:
     # "file": a kernel rule, run on one file's kernel model (``FileContext``); "project": a host
     # rule, run once per run on the project model's recordings (``ProjectContext``).
     level: ClassVar[str] = "file"
+    # A project rule that reads the model as a whole (``context.torch_functions``), not the
+    # recordings: run once per model instead of once per recording.
+    reads_recordings: ClassVar[bool] = True
     VALID: ClassVar[list[Example]] = []
     INVALID: ClassVar[list[Example]] = []
 

@@ -336,23 +336,20 @@ class Workspace:
         cached = self._host_findings
         if cached is not None and cached[0] is model and cached[1] == frozenset(selected):
             return cached[2]
-        inputs = (frozenset(selected), model.struct_names())  # what else the rules read
+        per_recording = [code for code in selected if rules[code].reads_recordings]
+        inputs = (frozenset(per_recording), model.struct_names())  # what else the rules read
         if self._scope_findings_inputs != inputs:
             self._scope_findings = {}
             self._scope_findings_inputs = inputs
-        by_scope: dict[int, tuple[HostScope, dict[str, list[Finding]]]] = {}
+        by_scope: dict[int, tuple[HostScope | None, dict[str, list[Finding]]]] = {}
         for scope in model.scopes:
             kept = self._scope_findings.get(id(scope))
             if kept is None or kept[0] is not scope:
-                context = ProjectContext(model, [scope])
-                for code in selected:
-                    rules[code]().check(context)
-                found: dict[str, list[Finding]] = {}
-                for finding in context.findings:
-                    found.setdefault(finding.code, []).append(finding)
-                kept = (scope, found)
+                kept = (scope, _found(model, [scope], per_recording))
             by_scope[id(scope)] = kept
-        self._scope_findings = by_scope
+        self._scope_findings = dict(by_scope)
+        # the rules that read the model whole, once for this model
+        by_scope[0] = (None, _found(model, [], [code for code in selected if not rules[code].reads_recordings]))
         findings: list[Finding] = []
         reported: set[tuple[str, str, int, int]] = set()
         for code in selected:
@@ -415,6 +412,18 @@ class Workspace:
                       for site in reach.chain]
             related = related + tuple(notes)
         return dataclasses.replace(finding, data=data, related=related)
+
+
+def _found(model, scopes: list[HostScope], codes: list[str]) -> dict[str, list[Finding]]:
+    """What the project rules ``codes`` find reading ``scopes`` (and the model), by code."""
+    context = ProjectContext(model, scopes)
+    rules = all_rules()
+    for code in codes:
+        rules[code]().check(context)
+    found: dict[str, list[Finding]] = {}
+    for finding in context.findings:
+        found.setdefault(finding.code, []).append(finding)
+    return found
 
 
 def _same_model_input(before: FileAnalysis, after: FileAnalysis) -> bool:

@@ -32,7 +32,7 @@ from typing import Iterator
 
 from warp_lint.host import Location
 from warp_lint.project.index import ProjectIndex, Symbol
-from warp_lint.project.summary import AssignOp, CallOp, FunctionSummary, Loc, LoopOp, ReturnOp
+from warp_lint.project.summary import ArmOp, AssignOp, CallOp, EndIfOp, FunctionSummary, Loc, LoopOp, ReturnOp
 
 FROM_TORCH = "warp.from_torch"
 # Tensor methods that return the tensor itself when no conversion is needed: its `.grad` is the input's.
@@ -110,6 +110,9 @@ class Seed:
     how: str  # "assign" (`y.grad = ...`) or "grads" (`tape.backward(grads={y: ...})`)
     location: Location  # the assignment or the backward call
     via: tuple[Location, ...] = ()  # the calls from `backward` into the helper that seeds, outermost first
+    # where, after that call, its arm of `backward` replays a captured CUDA graph (`wp.capture_launch`)
+    # instead of running the tape: the graph reads the gradient arrays it was captured with
+    replayed_at: Location | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +244,7 @@ class _BackwardReader:
         kinds = dict(incoming)
         env: dict[str, ast.expr] = {}
         seeds: list[Seed] = []
-        for op in function.ops:
+        for position, op in enumerate(function.ops):
             if isinstance(op, AssignOp):
                 self._assign(path, function, op, env, kinds, context, seeds, via)
             elif isinstance(op, LoopOp):
@@ -258,7 +261,11 @@ class _BackwardReader:
                     built = env[op.receiver]
                     env[op.receiver] = ast.List(built.elts + [_expand(_renamed_tree(element, context), env)], ast.Load())
             elif isinstance(op, CallOp) and depth < MAX_HELPER_DEPTH:
-                seeds += self._helper_call(path, function, op, env, kinds, context, depth, via)
+                found = self._helper_call(path, function, op, env, kinds, context, depth, via)
+                replay = _graph_replay_after(self.index, path, function, position) if found else None
+                if replay is not None:
+                    found = [dataclasses.replace(seed, replayed_at=Location.of(path, replay.loc)) for seed in found]
+                seeds += found
             elif isinstance(op, ReturnOp) and op.value is not None and depth == 0:
                 self._return(path, op, env, context)
         return seeds
@@ -392,6 +399,28 @@ class _BackwardReader:
 
 
 ZEROING_METHODS = frozenset({"zero", "reset", "zero_"})
+GRAPH_REPLAYS = frozenset({"warp.capture_launch"})
+
+
+def _graph_replay_after(index: ProjectIndex, path: str, function: FunctionSummary, position: int) -> CallOp | None:
+    """A `wp.capture_launch(...)` after op ``position`` in the same arm of ``function`` (up to the end
+    of the `if` arm that holds it, or of the function)."""
+    depth = 0
+    for op in function.ops[position + 1:]:
+        if isinstance(op, ArmOp):
+            if op.arm == 0:
+                depth += 1
+            elif depth == 0:
+                return None  # the other arm of the `if` that holds the call
+        elif isinstance(op, EndIfOp):
+            if depth == 0:
+                return None
+            depth -= 1
+        elif isinstance(op, CallOp) and op.dotted and depth == 0:
+            symbol = index.resolve(path, function.qualname, op.func)
+            if symbol is not None and symbol.kind == "external" and symbol.module in GRAPH_REPLAYS:
+                return op
+    return None
 # Calls that give torch a view of a Warp array's memory (`wp.to_torch`), or of a tensor's.
 SHARING_CALLS = frozenset({"to_torch"})
 
