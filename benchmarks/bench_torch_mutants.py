@@ -14,7 +14,8 @@ scratch venv (torch 2.13.0 installed there once), and so does a use of it checke
 differences (two calls in one loss, `.backward()`): on the original everything must pass, and on
 the mutant a check must find a wrong gradient (an exception instead is not the silent hazard),
 or the hazard is "not observed". Prints one row per mutant and the totals: detected, and shown
-at run time.
+at run time. `--keep DIR` leaves the mutated copies and their findings for blind judging; the
+verdicts and message reviews are in `judgements/torch_mutants.json` (two judges each).
 """
 
 from __future__ import annotations
