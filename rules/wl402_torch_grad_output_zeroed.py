@@ -32,12 +32,15 @@ class TorchGradOutputZeroed(Rule):
     runs the backward: the graph keeps reading the gradient array it was captured with.
 
     ## Warp versions
-    1.13 and later (the zeroing came in 1.13). Measured on Warp 1.19.0 with torch 2.13 (CPU), `y = x*x` recorded in `forward`, two calls `((F.apply(a) +
+    1.13 and later (the zeroing came in 1.13), and every version where `backward` calls
+    `tape.zero()` or `tape.reset()` after seeding (which zeroes the seed too: such findings carry
+    no version tag). Measured on Warp 1.19.0 with torch 2.13 (CPU), `y = x*x` recorded in `forward`, two calls `((F.apply(a) +
     F.apply(b)) * w).sum().backward()`: `a.grad` is [0, 0, 0] (right: [2, 4, 6]) for
     `ctx.y.grad = wp.from_torch(g.contiguous())` and for `grads={ctx.y: wp.from_torch(g)}` with
     `y` allocated without `requires_grad`; right with `g.clone()`, with `ctx.y.grad.assign(...)`,
     and with `grads=` for a `y` made with `requires_grad=True`. On 1.12.1 every one of these gives
-    the right [2, 4, 6]: nothing zeroes the seed there.
+    the right [2, 4, 6]: nothing zeroes the seed there, unless `backward` calls `tape.zero()`
+    after seeding, which gives [0, 0, 0] on 1.12.1 and 1.19.0 alike (`y.grad =` and `grads=`).
 
     ## Confirmation
     None at run time: read from the host code (tests measure the pair with torch autograd
@@ -161,6 +164,10 @@ class TorchGradOutputZeroed(Rule):
                 if seed.wrapped_at.line != seed.location.line or seed.wrapped_at.path != seed.location.path:
                     wrapped += f" ({context.where(seed.wrapped_at, seed.location)})"
                 calls = callers[(seed.location.path, seed.location.line, seed.location.column)]
+                # a `tape.zero()`/`reset()` after the seed zeroes torch's tensor on every version
+                seeded = seed.via[0] if seed.via else seed.location
+                zeroed = any(not z.array and z.location.path == seeded.path and z.location.line > seeded.line
+                             for z in function.zeroings)
                 context.report(self, seed.location, (
                     f"{made} the memory of torch's incoming gradient ({seed.gradient}) itself: {wrapped} copies"
                     f" nothing, and `tape.backward()` zeroes that gradient in place once it has used it (so does"
@@ -168,4 +175,5 @@ class TorchGradOutputZeroed(Rule):
                     f" term of a sum (`f(a) + g(b)`), so a term whose `backward` runs after this one gets a zero"
                     f" gradient; {fix}"),
                     data={"host": True},
-                    related=[(note, where) for where, note in calls.items()])
+                    related=[(note, where) for where, note in calls.items()],
+                    affected_versions="" if zeroed else None)

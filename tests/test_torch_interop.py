@@ -281,3 +281,20 @@ def test_a_seed_made_in_a_helper_cites_each_call_and_says_where_a_graph_replays_
     assert sorted(notes) == [21, 24]
     assert "replays a captured graph (line 22)" in notes[21] and "captured" not in notes[24]
     assert "array.grad.assign(wp.from_torch(grad, dtype=array.dtype))" in found[0]["message"]
+
+
+def test_a_seed_zeroed_by_tape_zero_is_reported_for_every_version(tmp_path):
+    """Before 1.13 `backward()` leaves the seed alone, but a `tape.zero()` after seeding zeroes
+    torch's tensor on every version (measured on 1.12.1 and 1.19.0): such a finding carries no
+    version range, and an old target still gets it."""
+    zeroing = BODY_OPS.format(seed="grad_outputs[0].contiguous()", marker="").replace(
+        "        return wp.to_torch(ctx.q.grad).clone()",
+        "        grad_q = wp.to_torch(ctx.q.grad).clone()\n        ctx.tape.zero()\n        return grad_q")
+    folder = write_program(tmp_path / "seed-then-zero", {"ops.py": zeroing})
+    for target in ("1.12.1", "1.19.0"):
+        found = [f for f in report(folder, tmp_path, "--target-warp-version", target) if f["code"] == "WL402"]
+        assert len(found) == 1 and found[0]["affected_warp_versions"] is None, (target, found)
+    plain = write_program(tmp_path / "seed-only", {"ops.py": BODY_OPS.format(seed="grad_outputs[0].contiguous()",
+                                                                          marker="")})
+    assert [f["code"] for f in report(plain, tmp_path, "--target-warp-version", "1.12.1")
+            if f["code"] == "WL402"] == []
