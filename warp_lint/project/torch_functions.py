@@ -41,7 +41,6 @@ SAME_TENSOR = frozenset({"contiguous", "to", "float", "double", "half", "type_as
 SAME_MEMORY = SAME_TENSOR | frozenset({"view", "view_as", "reshape", "flatten", "squeeze", "unsqueeze", "detach",
                                        "expand", "expand_as", "permute", "transpose", "t", "narrow", "unflatten",
                                        "reshape_as", "ravel"})
-MAX_EXPANSION = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -362,8 +361,10 @@ class _BackwardReader:
         helper = self.index.function(symbol) if symbol is not None and symbol.kind == "function" else None
         if helper is None:
             return []
+        given = [a for a in op.args if not a.value.star]
         bound: dict[str, tuple[str, str]] = {}
-        for name, value in _bind(helper, op):
+        for name, value in _arguments(helper, [a.value for a in given if a.keyword is None],
+                                      [(a.keyword, a.value) for a in given if a.keyword is not None]).items():
             parsed = _parse(value.code)
             held = _provenance(_expand(_renamed_tree(parsed, context), env), kinds) if parsed is not None else None
             if held is not None:
@@ -445,18 +446,16 @@ def _shared_reads(node: ast.expr) -> Iterator[ast.expr]:
         yield from _shared_reads(node.args[0])
 
 
-def _bind(helper: FunctionSummary, op: CallOp) -> Iterator[tuple[str, object]]:
-    """(parameter, argument value) for each argument of a call of ``helper`` that names its parameter."""
-    positional = [p.name for p in helper.params if p.kind == "positional"]
-    if helper.owner is not None and positional and not any(d.code == "staticmethod" for d in helper.decorators):
-        positional = positional[1:]  # `self` or `cls`: not among the call's arguments
-    names = {p.name for p in helper.params}
-    arguments = [a for a in op.args if not a.value.star]
-    for name, argument in zip(positional, [a for a in arguments if a.keyword is None]):
-        yield name, argument.value
-    for argument in arguments:
-        if argument.keyword in names:
-            yield argument.keyword, argument.value
+def _arguments(helper: FunctionSummary, positional: list, keywords: list[tuple[str | None, object]]) -> dict:
+    """Parameter -> argument for a call of ``helper`` with these positional arguments (starred ones
+    left out by the caller) and (keyword, argument) pairs; a method's `self`/`cls` is not passed."""
+    names = [p.name for p in helper.params if p.kind == "positional"]
+    if helper.owner is not None and names and not any(d.code == "staticmethod" for d in helper.decorators):
+        names = names[1:]
+    bound = dict(zip(names, positional))
+    parameters = {p.name for p in helper.params}
+    bound.update((keyword, value) for keyword, value in keywords if keyword in parameters)
+    return bound
 
 
 def _provenance(node: ast.expr | None, kinds: dict[str, tuple[str, str]]) -> tuple[str, str] | None:
@@ -582,9 +581,10 @@ def _dotted(node: ast.expr) -> str | None:
     return None
 
 
-def _expand(node: ast.expr, env: dict[str, ast.expr], depth: int = 0) -> ast.expr:
-    """``node`` with every name or attribute chain that ``env`` binds replaced by its value."""
-    if depth > MAX_EXPANSION or not env:
+def _expand(node: ast.expr, env: dict[str, ast.expr]) -> ast.expr:
+    """``node`` with every name or attribute chain that ``env`` binds replaced by its value (the
+    values are expanded when bound, so one pass is enough)."""
+    if not env:
         return node
 
     class Expand(ast.NodeTransformer):
@@ -646,15 +646,8 @@ def _wraps(index: ProjectIndex, path: str, function: FunctionSummary, node: ast.
 def _helper_wraps(index: ProjectIndex, symbol: Symbol, helper: FunctionSummary, call: ast.Call,
                   location: Location) -> Iterator[Wrap]:
     """A helper whose every return wraps one of its parameters: the wrap with the call's arguments."""
-    arguments: dict[str, ast.expr] = {}
-    positional = [p.name for p in helper.params if p.kind == "positional"]
-    if helper.owner is not None and positional and not any(d.code == "staticmethod" for d in helper.decorators):
-        positional = positional[1:]  # `self` or `cls`: not among the call's arguments
-    for name, argument in zip(positional, call.args):
-        arguments[name] = argument
-    for keyword in call.keywords:
-        if keyword.arg is not None:
-            arguments[keyword.arg] = keyword.value
+    arguments = _arguments(helper, [a for a in call.args if not isinstance(a, ast.Starred)],
+                           [(k.arg, k.value) for k in call.keywords])
     parameters = {p.name: p for p in helper.params}
     for tensor, flag in _returned_wraps(index, symbol, helper):
         if isinstance(flag, ast.Name) and flag.id in parameters:
@@ -713,8 +706,6 @@ def _reads_gradient(node: ast.AST) -> bool:
 def _gradient_reads(node: ast.expr) -> Iterator[tuple[ast.expr, str]]:
     """(the read, array) for each `array.grad` and `tape.gradients[array]` in ``node``."""
     for part in ast.walk(node):
-        if isinstance(part, ast.Attribute) and part.attr == "grad":
-            yield part, _holder_code(part.value) or ast.unparse(part.value)
-        elif isinstance(part, ast.Subscript) and isinstance(part.value, ast.Attribute) and \
-                part.value.attr == "gradients":
-            yield part, _holder_code(part.slice) or ast.unparse(part.slice)
+        if _reads_gradient(part):
+            array = part.value if isinstance(part, ast.Attribute) else part.slice
+            yield part, _holder_code(array) or ast.unparse(array)
