@@ -9,6 +9,7 @@ returns (loss, gradient), in one child process: it compares the gradient with ce
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -75,3 +76,12 @@ def explain(path: Path, text: str, capsys) -> str:
     warp_lint(["explain", "--no-cache", f"{path}:{line_of(path, text)}"])
     return capsys.readouterr().out
 
+
+def load_module(text: str, name: str, folder: Path):
+    """``text`` written to ``folder/name.py`` and imported as the module ``name``: a program a test runs."""
+    path = folder / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -9,11 +9,11 @@ page gives the figures).
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 
 import pytest
 from packaging.version import Version
+from programs import load_module
 
 from warp_lint.testing import lint_code
 
@@ -50,23 +50,15 @@ def test_the_hazard_is_flagged_for_old_warp_and_its_twin_is_not():
     assert _codes(TWIN, "==1.16.0") == []
 
 
-def _load(text: str, name: str, tmp_path):
-    path = tmp_path / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_installed_warp_raises_for_the_hazard_and_measures_the_twin(tmp_path):
     import numpy as np
 
     wp = pytest.importorskip("warp")
     wp.config.quiet = True
-    twin = _load(TWIN, "wl305_twin", tmp_path)
+    twin = load_module(TWIN, "wl305_twin", tmp_path)
     assert np.allclose(twin.check_square(), np.diag([2.0, 4.0, 6.0]))
-    hazard = _load(HAZARD, "wl305_hazard", tmp_path)
+    hazard = load_module(HAZARD, "wl305_hazard", tmp_path)
     if Version(wp.config.version) >= Version("1.17"):
         with pytest.raises(ValueError, match="backward"):
             hazard.check_square()

@@ -77,6 +77,7 @@ class Result:
     key: str | None  # the array (or object) it names
     symbol: Symbol | None = None  # the definition it is (a kernel, a function, a class, a module)
     instance: Symbol | None = None  # the class of the object it is
+    elements: tuple[Result, ...] | None = None  # a returned tuple's elements (`return q, tape`)
 
 
 UNKNOWN = Result(None)  # shared: most calls evaluate to nothing the recording knows
@@ -275,7 +276,11 @@ class Recorder:
         if value is None:
             return UNKNOWN
         if value.call is not None:
-            return frame.results.get(value.call, UNKNOWN)
+            result = frame.results.get(value.call, UNKNOWN)
+            if value.element is None:
+                return result
+            elements = result.elements  # `q, tape = record(x)`: what `record` returned in that place
+            return elements[value.element] if elements is not None and value.element < len(elements) else UNKNOWN
         if value.plain:
             return self._resolve(frame, value.code)
         return UNKNOWN
@@ -374,7 +379,8 @@ class Recorder:
                 self.branch_stack.pop()
             elif kind is ReturnOp:
                 if frame.returned is None and op.value is not None:
-                    frame.returned = self.evaluate(frame, op.value)
+                    frame.returned = self.evaluate(frame, op.value) if op.value.elements is None else Result(
+                        None, elements=tuple(self.evaluate(frame, element) for element in op.value.elements))
 
     def _not_followed(self, frame: Frame, op: ArmOp) -> bool:
         """Whether the arm is not followed: it never runs (`if False:`, or, outside tapes, a test of

@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 11
+SUMMARY_VERSION = 13
 
 MODULE_SCOPE = "<module>"
 
@@ -107,6 +107,7 @@ class Value:
     spread: tuple[Value, ...] | None = None
     dict_keys: tuple[Value, ...] | None = None  # a dict display's keys
     star: str = ""  # "*" or "**" for a starred argument
+    element: int | None = None  # `a, b = f()`: the position this target takes of the call's result
 
     @property
     def names(self) -> set[str]:
@@ -1042,6 +1043,10 @@ class _OpScanner:
                     values = [None] * len(elements)
                     if isinstance(value, (ast.Tuple, ast.List)) and len(value.elts) == len(elements):
                         values = [self.value(v, calls) for v in value.elts]
+                    elif value is not None and whole.call is not None and not any(
+                            isinstance(e, ast.Starred) for e in target.elts):
+                        values = [Value(whole.code, False, whole.call, element=position)
+                                  for position in range(len(elements))]
                     elif value is not None:
                         values = [Value(whole.code, False, None)] * len(elements)
                     pairs += [(self.builder.code(e), v) for e, v in zip(elements, values)]
@@ -1157,6 +1162,11 @@ class _OpScanner:
         if kind is ast.Name:
             return
         if kind is ast.Constant or kind is ast.Lambda or kind in _NESTED_SCOPES:
+            return
+        if (kind is ast.Compare and _identity_test(node)) or (kind is ast.Call and _identity_assertion(node)):
+            for child in children(node):  # `x.grad is None` asks whether there is one: it reads no data
+                if not (child.__class__ is ast.Attribute and child.attr == "grad"):
+                    self._collect(child, calls, grads)
             return
         if kind is ast.Attribute:
             if node.attr == "grad" and node.ctx.__class__ is ast.Load:
@@ -1290,3 +1300,16 @@ def _named_module_option(target: ast.expr, qualify) -> tuple[str | None, str] | 
     if isinstance(argument, ast.Constant) and isinstance(argument.value, str):
         return argument.value, target.slice.value
     return None
+
+
+IDENTITY_ASSERTIONS = {"assertIs", "assertIsNot", "assertIsNone", "assertIsNotNone"}
+
+
+def _identity_assertion(node: ast.Call) -> bool:
+    """`self.assertIs(a, b)`: unittest's spelling of `a is b`."""
+    return node.func.__class__ is ast.Attribute and node.func.attr in IDENTITY_ASSERTIONS
+
+
+def _identity_test(node: ast.Compare) -> bool:
+    """`a is None`, `a is not b`: a comparison of identities, not of values."""
+    return all(op.__class__ in (ast.Is, ast.IsNot) for op in node.ops)
