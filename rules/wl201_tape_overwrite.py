@@ -5,6 +5,8 @@ from warp_lint.project_context import ProjectContext
 from warp_lint.replay_plan import host_confirmation_data
 from warp_lint.rule import Example, Rule
 
+TAPE_CHECKS = {"warp.autograd.gradcheck_tape"}
+
 
 class TapeOverwrite(Rule):
     """An array read by a launch recorded on a tape is overwritten while the tape records.
@@ -49,7 +51,10 @@ class TapeOverwrite(Rule):
     of Warp's "is being written to but has already been read from in a
     previous launch" warning, which is only printed with `wp.config.verify_autograd_array_access`
     switched on before the module loads, and which `zero_()`, `fill_()`, `assign()` and arrays
-    inside structs never trigger.
+    inside structs never trigger. Where the tape is then passed to `wp.autograd.gradcheck_tape`,
+    the message says that check passes: it compares each recorded launch alone with finite
+    differences of that launch, on the arrays as they are at check time, so an overwrite between
+    launches is invisible to it.
 
     ## Fix safety
     No automatic fix: write into a fresh array (one buffer per step, `wp.empty_like(x)`), or move
@@ -61,7 +66,10 @@ class TapeOverwrite(Rule):
     [0, 0, 0], after `x.fill_(5)`, `x.assign(...)` or `wp.copy(x, ...)` it is [20, 20, 20], after a
     launch writing `x` it is [16, 256, 1296]. No warning in any case. With `x` held in a struct
     field (`y = s.q*s.q` read through the struct, then a recorded kernel storing `s.q[i] = 5`):
-    [20, 20, 20], and no warning even with `verify_autograd_array_access` on.
+    [20, 20, 20], and no warning even with `verify_autograd_array_access` on. `gradcheck_tape` of
+    a tape whose `y = x*x` is read by `loss = sum y*y` and then overwritten by `y = 3x` returns
+    True on 1.19.0 and 1.12.1 while the tape's dL/dx is [1.08, 5.88, 14.52] against finite
+    differences [0.108, 1.372, 5.324] (float64).
 
     ## Confirmation
     replay: `check --confirm` replays the recorded launch sequence (the kernels the tape block
@@ -529,7 +537,20 @@ class TapeOverwrite(Rule):
                      "read_path": reader.location.path, "host": True})
         data.update(host_confirmation_data(context, scope, region, event, write.key))
         related = [(f"{reader_kernel} reads `{read_ref.code}` here", reader.location)] if how != "same" else []
+        check = _tape_check(scope, region)
+        if check is not None:
+            message += (f"; `gradcheck_tape` ({context.where(check.location, event.location)}) does not catch it: it"
+                        f" checks each recorded launch alone, against finite differences of that launch, and passes")
+            related.append(("`gradcheck_tape` passes this tape here", check.location))
         context.report(self, event, message, data=data, related=related)
+
+
+def _tape_check(scope: HostScope, region: TapeRegion) -> HostEvent | None:
+    """A `gradcheck_tape` of the region's tape after the region."""
+    if not region.key:
+        return None
+    return next((e for e in scope.events if e.order > region.end_order and e.kind == "call" and
+                 e.name in TAPE_CHECKS and any(ref.key == region.key for ref in e.arguments)), None)
 
 
 def _call_into(reader: HostEvent, writer: HostEvent):
