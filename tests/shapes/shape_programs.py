@@ -393,6 +393,21 @@ SCENARIOS = [
                  TapeCall("tape", "backward", "{loss}"), RETURN),
         target="==1.16.0",
     ),
+    Scenario(
+        "WL214", "WL214",
+        "the program chains the loss's gradient with respect to the intermediate `y` by hand: `y.grad`, read"
+        " after `backward()`, times dy/dx",
+        "the same, with `y` allocated with `retain_grad=True`",
+        {"simulate": SIMULATE,
+         "chain_rule": Block(("x", "y", "dx"), (Expect(Line("{dx}.assign({y}.grad.numpy() * 2.0 * {x}.numpy())")),))},
+        (Alloc("x", INPUT),
+         Choice((Alloc("y", grad_array()),), (Alloc("y", grad_array(extra=", retain_grad=True")),)),
+         Alloc("loss", grad_array("1")), Alloc("dx", "wp.zeros(N, dtype=float, device=DEVICE)"), NewTape("tape"),
+         Record("tape", (Call("simulate", ("{x}", "{y}", "{loss}")),)),
+         TapeCall("tape", "backward", "{loss}"), Call("chain_rule", ("{x}", "{y}", "{dx}")),
+         Return("float({loss}.numpy()[0]), {dx}.numpy().copy()")),
+        fails="zero",
+    ),
 ]
 SCENARIO_BY_NAME = {s.name: s for s in SCENARIOS}
 
