@@ -80,6 +80,7 @@ class Result:
     elements: tuple[Result, ...] | None = None  # a returned tuple's elements (`return q, tape`)
 
 
+PROPERTY_DECORATORS = ("property", "functools.cached_property")
 UNKNOWN = Result(None)  # shared: most calls evaluate to nothing the recording knows
 NO_KEYS: frozenset[str] = frozenset()
 
@@ -216,7 +217,10 @@ class Recorder:
             symbol, instance = self.symbols.get(key), None
             if symbol is None and (head not in frame.function.local_names or head in frame.function.local_functions):
                 symbol = self.index.resolve(frame.path, frame.function.qualname, head)
-        for attribute in attributes:
+        attributes.reverse()  # a stack: a property's own attributes are walked in its place
+        while attributes:
+            attribute = attributes.pop()
+            owner = key
             path = f"{key}.{attribute}"
             key = self.paths.get(path, path)
             if key in self.symbols or key in self.types:
@@ -227,6 +231,12 @@ class Recorder:
                     # `drone.state` returning `self.states[self.sim_tick]`: each access may be another
                     # array, made where it is read (so a loop that reads it reads a new one each pass)
                     key, symbol, instance = f"{path}@{self.order}", None, None
+                    continue
+                chain = self._property_chain(member) if member is not None else None
+                if chain is not None and len(attributes) < 16:
+                    # `detector.min_dist` returning `self.collision_info.min_dist`: the same array
+                    key = owner
+                    attributes.extend(reversed(chain))
                     continue
                 symbol, instance = (member, None) if member is not None else (None, self.index.attribute_class(instance,
                                                                                                          attribute))
@@ -241,11 +251,31 @@ class Recorder:
             rest = SUBSCRIPT_NAME.sub(lambda m: frame.names.get(m.group(0), m.group(0)), rest)
         return Result(key + rest, symbol, instance)
 
+    def _property(self, member: Symbol) -> FunctionSummary | None:
+        """The function of a `@property` (or `functools.cached_property`) member; None for another member."""
+        function = self.index.function(member) if member.kind == "function" else None
+        if function is None or not any(d.code in PROPERTY_DECORATORS for d in function.decorators):
+            return None
+        return function
+
+    def _property_chain(self, member: Symbol) -> list[str] | None:
+        """The attributes of its object a `@property` returns (`return self.info.min_dist`:
+        ["info", "min_dist"]), where its one return is such a chain; None otherwise."""
+        function = self._property(member)
+        if function is None or not function.params:
+            return None
+        returns = [op.value for op in function.ops if isinstance(op, ReturnOp)]
+        receiver = function.params[0].name
+        if len(returns) != 1 or returns[0] is None or not returns[0].plain or not HEAD.fullmatch(returns[0].code):
+            return None
+        head, *chain = returns[0].code.split(".")
+        return chain if head == receiver and chain else None
+
     def _picks_by_counter(self, member: Symbol) -> bool:
         """A `@property` whose value is an element picked by something other than a literal
         (`return self.states[self.sim_tick if self.requires_grad else 0]`)."""
-        function = self.index.function(member) if member.kind == "function" else None
-        if function is None or not any(d.code in ("property", "functools.cached_property") for d in function.decorators):
+        function = self._property(member)
+        if function is None:
             return False
         return any(PICKED.search(op.value.code) for op in function.ops if isinstance(op, ReturnOp) and op.value)
 
