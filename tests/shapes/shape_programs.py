@@ -408,6 +408,21 @@ SCENARIOS = [
          Return("float({loss}.numpy()[0]), {dx}.numpy().copy()")),
         fails="zero",
     ),
+    Scenario(
+        "WL215", "WL215",
+        "`wp.copy(c, y, src_offset=1, count=2)` on the tape: two different offsets (the destination's is 0)",
+        "`wp.copy(c, y, dest_offset=1, src_offset=1, count=2)` on the tape: the same offset on both sides",
+        {"simulate": Block(("x", "y", "c", "loss"), (
+            launch("square", ["{x}"], ["{y}"]),
+            Choice((Expect(Line("wp.copy({c}, {y}, src_offset=1, count=2)")),),
+                   (Line("wp.copy({c}, {y}, dest_offset=1, src_offset=1, count=2)"),)),
+            launch("total", ["{c}"], ["{loss}"]),
+        ))},
+        STATE + (Alloc("c", grad_array()), NewTape("tape"),
+                 Record("tape", (Call("simulate", ("{x}", "{y}", "{c}", "{loss}")),)),
+                 TapeCall("tape", "backward", "{loss}"), RETURN),
+        target="==1.14.0",
+    ),
 ]
 SCENARIO_BY_NAME = {s.name: s for s in SCENARIOS}
 
