@@ -7,7 +7,7 @@ from warp_lint.dataflow import BRANCH, Dataflow, Use, dataflow_of
 from warp_lint.kernel_facts import destination_data, guard_data, local_containers
 from warp_lint.kernels import FunctionModel, Loop
 from warp_lint.rule import Example, Rule
-from warp_lint.stale_after_loop import first_stale_use
+from warp_lint.stale_after_loop import exit_of, first_stale_use
 
 
 class DynamicLoopCarriedUse(Rule):
@@ -22,9 +22,16 @@ class DynamicLoopCarriedUse(Rule):
     product. A comparison after the loop that decides an `if` is such a use too, when an arm reads
     a value carrying a gradient (`if dot >= 0.0: y[i] = x[0] * 3.0`): the backward pass replays the
     arm the stale value picks (measured on 1.19: AD 3 where finite differences give 0; arms that
-    move only integers are not flagged). Linear uses (`return s`, `out[0] = 2.0 * s`, `s + c`), products and numerators whose
-    other operand carries no gradient (a literal, a module constant, a kernel's scalar argument),
-    assertions and prints (`wp.expect_eq`), integer counters and tiles are not flagged.
+    move only integers are not flagged). An arm that leaves (`if not fired: return`, `continue`,
+    `break`) guards what follows the `if` as much as its own statements: the adjoint leaves where
+    the forward pass went on, and what follows gets no gradient at all (measured on 1.12.1 and
+    1.19.0: a flag set in a `range(n)` loop, then `if not fired: return` and
+    `out[0] = x[0] * x[1]`, gives AD [0, 0, 0] where finite differences give [0.7, 0.3, 0]; the
+    same with `continue` in an enclosing loop, [0, 0, 0] where they give [1.1, 1.1, 1.0]; the flag
+    computed by a @wp.func that holds the loop is right). Linear uses (`return s`,
+    `out[0] = 2.0 * s`, `s + c`), products and numerators whose other operand carries no gradient
+    (a literal, a module constant, a kernel's scalar argument), assertions and prints
+    (`wp.expect_eq`), integer counters and tiles are not flagged.
 
     ## Why is this bad?
     Warp's backward pass for a function replays its forward code, but a dynamic loop's forward
@@ -64,6 +71,25 @@ class DynamicLoopCarriedUse(Rule):
     safe_form = "static-feeding-loops"
 
     VALID = [
+        # The flag found by a @wp.func that holds the loop: the caller's adjoint replays the call.
+        Example("""
+            import warp as wp
+
+            @wp.func
+            def any_above(v: wp.array(dtype=float), n: int):
+                fired = bool(False)
+                for k in range(n):
+                    if v[k] > 0.5:
+                        fired = True
+                return fired
+
+            @wp.kernel
+            def impulse(v: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                i = wp.tid()
+                if not any_above(v, n):
+                    return
+                out[i] = v[i] * v[i]
+            """),
         # A branch decided by a value from a dynamic loop, whose arms move only integers: no gradient.
         Example("""
             import warp as wp
@@ -138,6 +164,21 @@ class DynamicLoopCarriedUse(Rule):
             """),
     ]
     INVALID = [
+        # A flag found in a dynamic loop decides an early exit: the adjoint leaves, nothing gets a gradient.
+        Example("""
+            import warp as wp
+
+            @wp.kernel
+            def impulse(v: wp.array(dtype=float), n: int, out: wp.array(dtype=float)):
+                i = wp.tid()
+                fired = bool(False)
+                for k in range(n):
+                    if v[k] > 0.5:
+                        fired = True
+                if not fired:  # expect: WL107
+                    return
+                out[i] = v[i] * v[i]
+            """),
         Example("""
             import warp as wp
 
@@ -243,8 +284,15 @@ class DynamicLoopCarriedUse(Rule):
             # A kernel-local array is no value a @wp.func hands back; memory the adjoint reads is.
             fix = ("store the values into an array argument instead of a kernel-local array, which the adjoint"
                    " reads back as stored")
-        effect = ("may take the other branch, and the gradient is that branch's" if use.position == BRANCH
-                  else "the gradient is inf/NaN or wrong")
+        leaves = exit_of(node) if use.position == BRANCH else None
+        if leaves is not None:
+            # `if not fired: return`: the adjoint leaves where the forward pass went on
+            effect = (f"may leave there (`{leaves}`), so what follows gets no gradient (zero where the forward"
+                      f" pass ran it)")
+        elif use.position == BRANCH:
+            effect = "may take the other branch, and the gradient is that branch's"
+        else:
+            effect = "the gradient is inf/NaN or wrong"
         context.report(
             self, node,
             f"{subject}: the backward pass sees the value from before the loop and {effect}; {fix}",
