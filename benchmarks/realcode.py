@@ -27,9 +27,11 @@ PINS = {"warp-lang": "1.19.0", "newton": "1.8.0", "mujoco-warp": "4.0.0"}
 # nothing here runs. rewarped, nvalchemi-toolkit-ops and warpsphcore differentiate through Warp
 # with tapes inside ``torch.autograd.Function``; gswarp and body-models hand torch kernels of their
 # own backward passes; warp-nn is a library whose users record its layers on their tapes;
-# warp-jsb and warp-simdata run Warp forward.
+# warp-jsb and warp-simdata run Warp forward; skrl trains its Warp agents (PPO, SAC, DDPG) with tapes
+# of its own.
 SOURCE_ONLY = {"rewarped": "1.3.3", "nvalchemi-toolkit-ops": "0.5.0", "warpsphcore": "0.6.0", "gswarp": "1.1.0",
-               "body-models": "0.26.2", "warp-nn": "0.4.1", "warp-jsb": "0.1.0", "warp-simdata": "0.2.0"}
+               "body-models": "0.26.2", "warp-nn": "0.4.1", "warp-jsb": "0.1.0", "warp-simdata": "0.2.0",
+               "skrl": "2.1.1"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +89,7 @@ def projects(python: Path) -> list[Project]:
     """The corpus: warp-lang's examples and tests, newton, mujoco-warp and the source-only projects
     (those ``python`` has installed)."""
     found = package_dirs(python, ["warp", "newton", "mujoco_warp", "rewarped", "nvalchemiops", "warpSPHCore",
-                                  "gswarp", "body_models", "warp_nn", "warp_jsb", "warp_simdata"])
+                                  "gswarp", "body_models", "warp_nn", "warp_jsb", "warp_simdata", "skrl"])
     wanted = [
         Project("warp-lang examples", Path("examples"), "warp"),
         Project("warp-lang tests", Path("tests"), "warp"),
@@ -101,6 +103,7 @@ def projects(python: Path) -> list[Project]:
         Project("warp-nn", Path(), "warp_nn"),
         Project("warp-jsb", Path(), "warp_jsb"),
         Project("warp-simdata", Path(), "warp_simdata"),
+        Project("skrl", Path(), "skrl"),
     ]
     return [dataclasses.replace(p, root=found[p.package] / p.root) for p in wanted if p.package in found]
 

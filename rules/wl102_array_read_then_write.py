@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from warp_lint.context import FileContext
-from warp_lint.dataflow import Use
+from warp_lint.dataflow import Use, dataflow_of
+from warp_lint.kernel_facts import origin_data
 from warp_lint.kernels import ArrayAccess, FunctionModel
 from warp_lint.read_then_write import (
     needed_clause,
@@ -279,5 +280,9 @@ class ArrayReadThenWrite(Rule):
             message = (f"{where} is written after {read_element(read)} was read on line {line}: the backward pass replays"
                        f" that read from overwritten memory; write the result to a separate array")
         message = message.replace(": the backward pass", needed_clause(context, array, needed) + ": the backward pass", 1)
+        # The adjoint that reads the overwritten value is that of the statement using it: the gradients
+        # at stake are those of what that statement reads.
+        origins = origin_data(function, dataflow_of(function, context.names), needed.statement) \
+            if isinstance(needed, Use) else {}
         context.report(self, write.node, message, affected_versions="<1.13" if before_1_13 else None,
-                       data=function.runtime_data())
+                       data={**function.runtime_data(), **origins})

@@ -112,6 +112,20 @@ def destination_data(function: FunctionModel, flow, names) -> dict:
     return {"destinations": sorted(found)} if found else {}
 
 
+def origin_data(function: FunctionModel, flow, statement) -> dict:
+    """A kernel finding's ``origins`` (data) where its wrong adjoint is that of one statement: the
+    array parameters whose gradient that adjoint gives, those the statement reads and those its
+    locals are computed from, so that the project model can tell whether any recorded launch binds
+    one of them to an array whose gradient is used. Nothing for a func (its callers decide)."""
+    if function.kind != "kernel":
+        return {}
+    found: set[str] = set()
+    for use in flow.uses:
+        if use.statement is statement:
+            found |= {use.name[1:]} if use.name.startswith("@") else set(flow.origins(use.name))
+    return {"origins": sorted(found)} if found else {}
+
+
 # Kernel-local arrays and tiles (`wp.zeros(shape=8, dtype=float)`, `wp.tile_zeros(...)`): stores into
 # them are element stores, not vector component overwrites.
 LOCAL_CONTAINER_FACTORIES = {"warp.zeros", "warp.empty", "warp.full", "warp.ones", "warp.array"}

@@ -11,6 +11,7 @@ into ``ProjectModel`` and reads its recordings, callers and kernel facts.
 
 from __future__ import annotations
 
+import re
 from typing import Iterable, Iterator
 
 from warp_lint.host import HostEvent, HostScope, Location
@@ -22,6 +23,9 @@ from warp_lint.project.contexts import (
 )
 from warp_lint.project.contexts import where as _where
 from warp_lint.project.index import Symbol, WarpDefinition
+
+# A key up to its first attribute or index: `outputs@75` of `outputs@75["log_prob"]`.
+HEAD_OF_KEY = re.compile(r"[.\[]")
 
 
 class FindingContexts:
@@ -59,7 +63,38 @@ class FindingContexts:
                                                             f" at {_where(where)}) binds it to an array allocated"
                                                             f" without `requires_grad`: {named}",
                                               launches=context.launches)
+        unused = self.unused_gradients_in_every_launch(definition.symbol, origins) if origins else None
+        if unused is not None:
+            where, names = unused
+            listed = ", ".join(f"`{param}`" for param in origins)
+            named = ", ".join(f"`{name}`" for name in names[:3])
+            them = "it to an array" if len(origins) == 1 else "them to arrays"
+            return DifferentiationContext(FORWARD_ONLY, f"the gradient at stake is that of {listed}, and every recorded"
+                                                        f" launch (first at {_where(where)}) binds {them} made before"
+                                                        f" the tape records, which nothing recorded writes and whose"
+                                                        f" gradient nothing reads: {named}",
+                                          launches=context.launches)
         return context
+
+    def unused_gradients_in_every_launch(self, kernel: Symbol, params: Iterable[str]
+                                         ) -> tuple[Location, list[str]] | None:
+        """Where a finding's gradient is that of some of the kernel's array parameters (``params``):
+        the first recorded launch and the arrays' names, when every recorded launch binds each of
+        them to an array whose gradient nobody uses: a local made before any tape records (a target
+        computed by a frozen network), that no recorded launch, copy or call under a tape writes
+        (`backward()` carries its gradient no further) and whose `.grad` the recording never reads
+        (measured on 1.19 by the blind judges of skrl's SAC: the critic's gradient is exact, only the
+        targets' own, unused gradient is wrong). None where one may be used."""
+        first, names = None, []
+        for scope, event in self._recorded_launches(kernel):
+            bound = {ref.param: ref for ref in event.launch.refs}
+            for param in params:
+                ref = bound.get(param)
+                if ref is None or not ref.key or not _gradient_unused(scope, event, ref.key):
+                    return None
+                names.append(ref.code)
+            first = first or event.location
+        return (first, names) if first is not None else None
 
     def _recorded_launches(self, kernel: Symbol) -> Iterator[tuple[HostScope, HostEvent]]:
         """Every recorded launch that names the kernel, with its recording."""
@@ -124,3 +159,35 @@ class FindingContexts:
             f"{'equal to' if equal else 'other than'} {constant!r}"
         return (f"the code it is about runs only where `{param}` of `{kernel.qualname}` is {need}, and every recorded"
                 f" launch passes {literal!r} for it (first at {_where(event.location)})")
+
+
+def _gradient_unused(scope: HostScope, launch: HostEvent, key: str) -> bool:
+    """Whether the gradient of the array ``key`` that ``launch`` reads is used nowhere in the
+    recording, which runs `backward()` on the launch's tape: the array is a local (not the entry
+    point's, not an object's attribute) bound only outside tapes, no other recorded launch writes
+    it, nothing under a tape (a copy, a call the recording does not follow) is handed it, and no
+    `.grad` of it is read."""
+    head = HEAD_OF_KEY.split(key, 1)[0]
+    if "@" not in head or "." in head:
+        return False
+    region = launch.region
+    if region is None or not region.key or not any(b.key == region.key and b.order > launch.order
+                                                   for b in scope.backwards()):
+        return False  # the recording does not differentiate the tape: what it shows of its gradients is no use
+    bindings = [e for e in scope.events if e.kind == "assign" and e.key == head]
+    if not bindings or any(e.region is not None for e in bindings):
+        return False
+    def mentions(ref_key: str) -> bool:
+        return ref_key == head or ref_key.startswith((head + ".", head + "["))
+    for event in scope.events:
+        if event is launch:
+            continue
+        if event.kind == "grad" and mentions(event.key):
+            return False
+        if event.launch is not None:
+            if event.launch.recorded and any(mentions(w.key) for w in event.launch.writes(convention=True)):
+                return False
+        elif event.region is not None and (any(mentions(w.key) for w in event.writes) or
+                                           any(mentions(a.key) for a in event.arguments)):
+            return False
+    return True
