@@ -4,7 +4,9 @@ A critic's loss kernel rewrites its target array in place (`target[i] = min(targ
 then `target[i] = r + gamma * target[i]`): the backward pass replays the `min` from overwritten
 memory and sends its gradient to the wrong operand (WL102). When the targets are computed before the
 tape records (a frozen target network) and nothing reads their `.grad`, that wrong gradient is never
-used: the parameters' gradient, through the critic's values, is right. The twin computes the targets
+used: the parameters' gradient, through the critic's values, is right. (An array allocated with
+`requires_grad=True` written out is a parameter whose gradient was asked for, and keeps the finding;
+the frozen network's outputs ask for one only as their input does.) The twin computes the targets
 on the tape from the same parameters: then the misrouted gradient reaches the parameters, and the
 finding is reported. Both are linted and run on the CPU against central differences of the loss.
 """
@@ -37,13 +39,18 @@ def critic_loss(values: wp.array(dtype=f64), target: wp.array(dtype=f64), other:
     wp.atomic_add(loss, 0, d * d)
 
 
+def frozen_network(q, n, scale):
+    # a frozen network's forward pass: its output asks for a gradient only if its input does
+    out = wp.zeros(n, dtype=f64, requires_grad=q.requires_grad, device="cpu")
+    wp.launch(values_of, n, inputs=[q, scale], outputs=[out], device="cpu")
+    return out
+
+
 def train_step(params, frozen):
     p = wp.array(params, dtype=f64, requires_grad=True, device="cpu")
     q = wp.array(frozen, dtype=f64, requires_grad=True, device="cpu")
     n = len(params)
     values = wp.zeros(n, dtype=f64, requires_grad=True, device="cpu")
-    target = wp.zeros(n, dtype=f64, requires_grad=True, device="cpu")
-    other = wp.zeros(n, dtype=f64, requires_grad=True, device="cpu")
     loss = wp.zeros(1, dtype=f64, requires_grad=True, device="cpu")
 {targets_before}
     tape = wp.Tape()
@@ -54,8 +61,7 @@ def train_step(params, frozen):
     tape.backward(loss)
     return float(loss.numpy()[0]), p.grad.numpy().copy()
 '''
-TARGETS = ('wp.launch(values_of, n, inputs=[{source}, f64(2.0)], outputs=[target], device="cpu")\n'
-           '{indent}wp.launch(values_of, n, inputs=[{source}, f64(-1.0)], outputs=[other], device="cpu")')
+TARGETS = "target = frozen_network({source}, n, f64(2.0))\n{indent}other = frozen_network({source}, n, f64(-1.0))"
 FROZEN = PROGRAM.format(marker="", targets_before="    " + TARGETS.format(source="q", indent="    "),
                         targets_on_tape="")
 LIVE = PROGRAM.format(marker="  # expect: WL102", targets_before="",

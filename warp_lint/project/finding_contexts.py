@@ -164,9 +164,10 @@ class FindingContexts:
 def _gradient_unused(scope: HostScope, launch: HostEvent, key: str) -> bool:
     """Whether the gradient of the array ``key`` that ``launch`` reads is used nowhere in the
     recording, which runs `backward()` on the launch's tape: the array is a local (not the entry
-    point's, not an object's attribute) bound only outside tapes, no other recorded launch writes
-    it, nothing under a tape (a copy, a call the recording does not follow) is handed it, and no
-    `.grad` of it is read."""
+    point's, not an object's attribute) bound only outside tapes, and not by an allocation that
+    asks for its gradient (`requires_grad=True` written out: a parameter the program trains), no
+    other recorded launch writes it, nothing under a tape (a copy, a call the recording does not
+    follow) is handed it, and no `.grad` of it is read."""
     head = HEAD_OF_KEY.split(key, 1)[0]
     if "@" not in head or "." in head:
         return False
@@ -177,6 +178,8 @@ def _gradient_unused(scope: HostScope, launch: HostEvent, key: str) -> bool:
     bindings = [e for e in scope.events if e.kind == "assign" and e.key == head]
     if not bindings or any(e.region is not None for e in bindings):
         return False
+    if any(e.allocation is not None and e.allocation.requires_grad is True for e in bindings):
+        return False  # allocated with `requires_grad=True` written out: its gradient was asked for
     def mentions(ref_key: str) -> bool:
         return ref_key == head or ref_key.startswith((head + ".", head + "["))
     for event in scope.events:
