@@ -166,8 +166,9 @@ def _gradient_unused(scope: HostScope, launch: HostEvent, key: str) -> bool:
     recording, which runs `backward()` on the launch's tape: the array is a local (not the entry
     point's, not an object's attribute) bound only outside tapes, and not by an allocation that
     asks for its gradient (`requires_grad=True` written out: a parameter the program trains), no
-    other recorded launch writes it, nothing under a tape (a copy, a call the recording does not
-    follow) is handed it, and no `.grad` of it is read."""
+    other recorded launch writes it, nothing under the tape or after the launch (a copy, a call the
+    recording does not follow, a seed of `backward()`, an optimizer's step) is handed it, and no
+    `.grad` of it is read."""
     head = HEAD_OF_KEY.split(key, 1)[0]
     if "@" not in head or "." in head:
         return False
@@ -190,7 +191,7 @@ def _gradient_unused(scope: HostScope, launch: HostEvent, key: str) -> bool:
         if event.launch is not None:
             if event.launch.recorded and any(mentions(w.key) for w in event.launch.writes(convention=True)):
                 return False
-        elif event.region is not None and (any(mentions(w.key) for w in event.writes) or
-                                           any(mentions(a.key) for a in event.arguments)):
-            return False
+        elif (event.region is not None or event.order > launch.order) and (
+                any(mentions(w.key) for w in event.writes) or any(mentions(a.key) for a in event.arguments)):
+            return False  # handed on under the tape or after it: a seed of `backward()`, an optimizer's step
     return True
