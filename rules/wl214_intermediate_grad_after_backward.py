@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import re
 
-from warp_lint.host import WRITING_METHODS, HostEvent, HostScope
+from warp_lint.host import WRITING_METHODS, HostEvent, HostScope, Location
 from warp_lint.project_context import ProjectContext
 from warp_lint.rule import Example, Rule
 
@@ -207,8 +207,9 @@ class IntermediateGradAfterBackward(Rule):
                            f"have `{kernel}` store into an array of its own, allocated with `retain_grad=True`,"
                            f" and read that one's gradient (with `retain_grad=True` on `{array}` itself, stored more"
                            f" than once, the overwritten values' gradient would double count: WL212)")
+                    since = context.where(backward.location, read.location)
                     context.report(self, read, (
-                        f"`{array}.grad` is read after `backward()` ({context.where(backward.location, read.location)}),"
+                        f"`{array}.grad` is read after `backward()` ({since}),"
                         f" which zeroed it: kernel `{kernel}` ({context.where(event.location, read.location)})"
                         f" stores into `{array}` (parameter `{param}`) on that tape before anything"
                         f" recorded reads it, and the adjoint of a store zeroes the gradient it has read, so this"
@@ -297,12 +298,16 @@ def _gradient_reads_after(scope: HostScope, backward: HostEvent, until: int | No
     wrote or recorded into in between."""
     reads = []
     renewed: set[str] = set()
+    by_statement: dict[Location, list[HostEvent]] = {}
+    for event in scope.events:
+        by_statement.setdefault(event.statement, []).append(event)
     for event in scope.events:
         if event.order <= backward.order:
             continue
         if until is not None and event.order >= until:
             break
-        if event.kind == "grad" and event.key not in renewed and not _only_written(scope, event):
+        if event.kind == "grad" and event.key not in renewed and \
+                not _only_written(by_statement[event.statement], event):
             reads.append(event)
         if event.launch is not None and event.launch.recorded:
             renewed.update(ref.key for ref in event.launch.writes())
@@ -320,10 +325,11 @@ def _gradient_written(event: HostEvent) -> set[str]:
     return written
 
 
-def _only_written(scope: HostScope, read: HostEvent) -> bool:
-    """Whether the statement holding this `.grad` mention only writes the gradient (`y.grad.zero_()`)."""
+def _only_written(statement: list[HostEvent], read: HostEvent) -> bool:
+    """Whether the statement holding this `.grad` mention (``statement``: its events) only writes the
+    gradient (`y.grad.zero_()`)."""
     code = f"{read.receiver}.grad"
-    together = [e for e in scope.events if e.statement == read.statement and e is not read]
+    together = [e for e in statement if e is not read]
     return any((e.kind == "method" and e.receiver == code and e.name in WRITING_METHODS) or
                any(ref.code == code for ref in e.writes) for e in together) and not any(
         any(ref.code == code for ref in e.reads) for e in together)

@@ -110,3 +110,36 @@ def test_the_write_makes_the_gradient_wrong_and_the_twin_is_right(shape, tmp_pat
     right = 3 * VALUES**2  # d/dq of sum q^3 at the values the tape recorded
     assert not np.allclose(load_module(hazard, f"{name}_hazard", tmp_path).gradient(VALUES)[1], right)
     assert np.allclose(load_module(twin, f"{name}_twin", tmp_path).gradient(VALUES)[1], right)
+
+
+def test_properties_that_return_one_another_end_the_walk():
+    """`a` returning `self.b` and `b` returning `self.a` recurse forever in Python; the walk stops
+    after a bounded number of properties and the file is linted."""
+    program = '''
+import warp as wp
+
+
+@wp.kernel
+def square(x: wp.array(dtype=float), y: wp.array(dtype=float)):
+    i = wp.tid()
+    y[i] = x[i] * x[i]
+
+
+class Loop:
+    @property
+    def a(self):
+        return self.b
+
+    @property
+    def b(self):
+        return self.a
+
+
+def run(loop, y):
+    tape = wp.Tape()
+    with tape:
+        wp.launch(square, 3, inputs=[loop.a], outputs=[y])
+    loop.a.fill_(0.0)
+    tape.backward(grads={y: y})
+'''
+    assert [f.code for f in lint_code(program, select=["WL211"])] == ["WL211"]

@@ -77,8 +77,7 @@ def arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
     test: then the arm the adjoint replays decides the gradient (measured: `if dot >= 0.0:
     y = x[0] * 3.0 else: y = 0.0` after a `range(n)` loop summing `dot` gives AD 3 where finite
     differences give 0, the test seeing `dot` from before the loop)."""
-    arms = [branch.body] + ([branch.orelse] if branch.orelse is not None else [])
-    inside = {id(statement) for arm in arms for statement in _small_statements(arm)}
+    inside = {id(statement) for arm in _arms(branch) for statement in _small_statements(arm)}
     # `@x` (an element of array `x`) carries a gradient where `x` is a float array that reaches an output.
     if any(id(use.statement) in inside and use.position in (LINEAR, NONLINEAR) and flow.carries_gradient(use.name)
            for use in flow.uses):
@@ -95,14 +94,17 @@ def arms_carry_gradient(flow: Dataflow, branch: cst.If) -> bool:
         return False
     end = max((use.sequence for use in flow.uses if id(use.statement) in inside), default=test.sequence)
     scope = test.loops if exit_kind != "return" else ()
-    return any(use.sequence > end and use.loops[:len(scope)] == scope and (not scope or scope[-1] in use.loops)
-               and use.position in (LINEAR, NONLINEAR) and flow.carries_gradient(use.name) for use in flow.uses)
+    return any(use.sequence > end and use.loops[:len(scope)] == scope and use.position in (LINEAR, NONLINEAR)
+               and flow.carries_gradient(use.name) for use in flow.uses)
 
 
 def exit_of(branch: cst.If) -> str | None:
     """"return", "continue" or "break" where an arm of the `if` ends by leaving the function or the loop."""
-    arms = [branch.body] + ([branch.orelse] if branch.orelse is not None else [])
-    return next((kind for arm in arms if (kind := _leaves(arm)) is not None), None)
+    return next((kind for arm in _arms(branch) if (kind := _leaves(arm)) is not None), None)
+
+
+def _arms(branch: cst.If) -> list[cst.CSTNode]:
+    return [branch.body] + ([branch.orelse] if branch.orelse is not None else [])
 
 
 def _leaves(arm: cst.CSTNode) -> str | None:

@@ -81,6 +81,7 @@ class Result:
 
 
 PROPERTY_DECORATORS = ("property", "functools.cached_property")
+PROPERTY_EXPANSIONS = 16  # properties walked through in one name (`a.b` returning `self.c`, ...)
 UNKNOWN = Result(None)  # shared: most calls evaluate to nothing the recording knows
 NO_KEYS: frozenset[str] = frozenset()
 
@@ -218,6 +219,7 @@ class Recorder:
             if symbol is None and (head not in frame.function.local_names or head in frame.function.local_functions):
                 symbol = self.index.resolve(frame.path, frame.function.qualname, head)
         attributes.reverse()  # a stack: a property's own attributes are walked in its place
+        expansions = 0  # properties walked: a bound, for properties that return one another
         while attributes:
             attribute = attributes.pop()
             owner = key
@@ -233,8 +235,9 @@ class Recorder:
                     key, symbol, instance = f"{path}@{self.order}", None, None
                     continue
                 chain = self._property_chain(member) if member is not None else None
-                if chain is not None and len(attributes) < 16:
+                if chain is not None and expansions < PROPERTY_EXPANSIONS:
                     # `detector.min_dist` returning `self.collision_info.min_dist`: the same array
+                    expansions += 1
                     key = owner
                     attributes.extend(reversed(chain))
                     continue

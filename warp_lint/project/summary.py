@@ -25,7 +25,7 @@ from typing import Any
 from warp_lint.source import split_lines
 from warp_lint.triage import first_line
 
-SUMMARY_VERSION = 13
+SUMMARY_VERSION = 14
 
 MODULE_SCOPE = "<module>"
 
@@ -1167,6 +1167,8 @@ class _OpScanner:
             for child in children(node):  # `x.grad is None` asks whether there is one: it reads no data
                 if not (child.__class__ is ast.Attribute and child.attr == "grad"):
                     self._collect(child, calls, grads)
+            if kind is ast.Call:
+                calls.append(node)  # the assertion is still a call, as any other
             return
         if kind is ast.Attribute:
             if node.attr == "grad" and node.ctx.__class__ is ast.Load:
